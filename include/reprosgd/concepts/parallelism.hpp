@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file The Parallelism concept: how a Trainer's work and its collectives are spread over processes.
+///
+/// Semantic requirements a compiler cannot check (docs/concepts/parallelism.md):
+/// - Every collective (barrier, agree, allreduce_*, allgather_micro_batches) is called by every
+///   rank of the group in the same order, and gives every rank the same result.
+/// - Only integer reductions exist here: they are exact and independent of the order in which an
+///   MPI implementation combines contributions, which is what the determinism contract (L3) needs.
+///   Floating-point sums across ranks go through a Reduction policy built on these.
+/// - micro_batch_range(M) is the only place where the rank count enters the numerics: it says
+///   which contiguous micro-batches of a global batch this rank owns (DESIGN §4).
+/// - agree(flag) is a logical AND over all ranks; with ULFM it also survives failed ranks.
+#pragma once
+
+#include <reprosgd/config.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <concepts>
+#include <cstdint>
+#include <utility>
+
+REPROSGD_BEGIN_NAMESPACE
+
+/// The contiguous range [begin, end) of micro-batches that a rank owns.
+struct MicroBatchRange {
+  long begin = 0;
+  long end = 0;
+  [[nodiscard]] long size() const noexcept { return end - begin; }
+  friend bool operator==(const MicroBatchRange&, const MicroBatchRange&) = default;
+};
+
+/// Owner map of DESIGN §4: micro-batch u of M goes to rank floor(u*P/M). Rank r therefore owns
+/// [ceil(r*M/P), ceil((r+1)*M/P)). Requires M >= P so that every rank owns at least one.
+constexpr MicroBatchRange micro_batch_range_of(long rank, long ranks, long micro_batches) noexcept {
+  auto first_owned = [&](long r) { return (r * micro_batches + ranks - 1) / ranks; };
+  return {first_owned(rank), first_owned(rank + 1)};
+}
+
+/// A parallelism policy: rank/size, integer collectives, and the micro-batch owner map.
+template <class P>
+concept Parallelism =
+    requires { typename P::execution_space; } &&
+    Kokkos::is_execution_space<typename P::execution_space>::value &&
+    requires(P& p, const P& cp, bool flag, long m,
+             Kokkos::View<std::int64_t*, Kokkos::HostSpace> i64,
+             Kokkos::View<std::int32_t*, Kokkos::HostSpace> i32,
+             Kokkos::View<double*, Kokkos::HostSpace> f64) {
+      { P::name() } -> std::convertible_to<const char*>;
+      { cp.rank() } -> std::convertible_to<int>;
+      { cp.size() } -> std::convertible_to<int>;
+      { cp.micro_batch_range(m) } -> std::same_as<MicroBatchRange>;
+      p.barrier();
+      { p.agree(flag) } -> std::same_as<bool>;  // logical AND over ranks, collective
+      p.allreduce_max(i32);                      // in place, elementwise max, collective
+      p.allreduce_sum(i64);                      // in place, elementwise exact sum, collective
+      // Every rank passes the values of the micro-batches it owns (micro_batch_range(M).size() of
+      // them); every rank receives all M in micro-batch order. Used for rank-independent metrics.
+      p.allgather_micro_batches(f64, f64, m);
+    };
+
+REPROSGD_END_NAMESPACE

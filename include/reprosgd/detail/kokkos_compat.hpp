@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file The one place where differences between Kokkos 3.4 and Kokkos 4.x/5.x are absorbed.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <string>
+
+// Kokkos 3.x spells the version KOKKOS_VERSION (e.g. 30401); 4.x keeps it and adds
+// KOKKOS_VERSION_MAJOR. Use only KOKKOS_VERSION here.
+#ifndef KOKKOS_VERSION
+#error "reprosgd: Kokkos did not define KOKKOS_VERSION; Kokkos 3.4 or newer is required"
+#endif
+#if KOKKOS_VERSION < 30400
+#error "reprosgd: Kokkos 3.4 or newer is required"
+#endif
+
+namespace reprosgd::detail {
+
+/// True when ExecSpace runs on the host and can read HostSpace memory directly.
+template <class ExecSpace>
+inline constexpr bool is_host_space_v =
+    Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
+
+/// The number of threads an execution-space instance uses (Kokkos 4 renamed concurrency()).
+template <class ExecSpace>
+int concurrency(const ExecSpace& space) {
+#if KOKKOS_VERSION >= 40000
+  return space.concurrency();
+#else
+  (void)space;
+  return ExecSpace::concurrency();
+#endif
+}
+
+/// The execution space's name, e.g. "OpenMP", "Threads", "Serial".
+template <class ExecSpace>
+std::string space_name() {
+  return ExecSpace::name();
+}
+
+/// Kokkos::ScopeGuard's constructor signature changed between 3.x and 4.x; both accept argc/argv.
+using scope_guard = Kokkos::ScopeGuard;
+
+}  // namespace reprosgd::detail

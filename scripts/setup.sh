@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# setup.sh — install everything ReproSGD's builds, tests and demo need, on a Debian 12 machine.
+#
+# Idempotent and cached: a second run does nothing but check stamps. Quiet on success; on failure
+# it prints the step that failed and the tail of that step's log, and exits non-zero.
+#
+#   REPROSGD_CACHE   where sources and Kokkos builds are kept (default ~/.cache/reprosgd)
+#   REPROSGD_VERBOSE=1  say what is being done
+#
+# Prints nothing on stdout except, with --print-env, shell assignments for the prefixes it made.
+set -euo pipefail
+
+CACHE=${REPROSGD_CACHE:-$HOME/.cache/reprosgd}
+JOBS=${REPROSGD_JOBS:-$(nproc)}
+mkdir -p "$CACHE"
+
+say() { if [ -n "${REPROSGD_VERBOSE:-}" ]; then echo "setup: $*" >&2; fi; }
+die() { echo "setup: error: $*" >&2; exit 1; }
+# Run a step with its output captured; show the output only when the step fails.
+quiet() {
+  local what=$1; shift
+  local log; log=$(mktemp)
+  say "$what"
+  if ! "$@" >"$log" 2>&1; then
+    echo "setup: error: $what failed: $*" >&2
+    tail -n 40 "$log" >&2
+    rm -f "$log"
+    exit 1
+  fi
+  rm -f "$log"
+}
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# ---------------------------------------------------------------------------------------------
+# 1. Debian packages. Compilers and CMake are on the machine image; the rest come from Debian.
+DEB_PACKAGES=(
+  g++ clang cmake make pkg-config dpkg-dev xz-utils
+  libcereal-dev doctest-dev zlib1g-dev libxxhash-dev libcli11-dev
+  libbenchmark-dev libopenblas-dev
+  dataset-fashion-mnist
+)
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+apt_updated=0
+apt_update() { if [ $apt_updated = 0 ]; then quiet "apt-get update" as_root apt-get update; apt_updated=1; fi; }
+if [ ${#missing[@]} -gt 0 ]; then
+  apt_update
+  # dataset-fashion-mnist is wanted, not required: the demo falls back to a synthetic set.
+  required=(); optional=()
+  for p in "${missing[@]}"; do
+    if [ "$p" = dataset-fashion-mnist ]; then optional+=("$p"); else required+=("$p"); fi
+  done
+  if [ ${#required[@]} -gt 0 ]; then
+    quiet "apt-get install ${required[*]}" as_root env DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -q --no-install-recommends "${required[@]}"
+  fi
+  for p in "${optional[@]}"; do
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$p" \
+      >/dev/null 2>&1 || echo "setup: note: $p could not be installed; the synthetic data set will be used" >&2
+  done
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 2. Kokkos 3.4.1 from Debian's trilinos source package (Debian ships Kokkos only inside it, and
+#    its binary package has the Serial backend alone). Only packages/kokkos is extracted.
+KOKKOS_SRC="$CACHE/src/kokkos-3.4.1"
+if [ ! -f "$KOKKOS_SRC/.complete" ]; then
+  srcdir="$CACHE/src/trilinos"
+  mkdir -p "$srcdir"
+  if ! ls "$srcdir"/trilinos_*.orig.tar.* >/dev/null 2>&1; then
+    # apt-get source needs deb-src entries: derive them from the machine's own deb entries.
+    if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ && ! grep -qs '^deb-src' /etc/apt/sources.list; then
+      for f in /etc/apt/sources.list.d/*.sources; do
+        [ -f "$f" ] || continue
+        sed 's/^Types: deb$/Types: deb-src/' "$f" | as_root tee "/etc/apt/sources.list.d/reprosgd-src-$(basename "$f")" >/dev/null
+      done
+      if [ -f /etc/apt/sources.list ]; then
+        grep '^deb ' /etc/apt/sources.list | sed 's/^deb /deb-src /' | as_root tee /etc/apt/sources.list.d/reprosgd-src.list >/dev/null || true
+      fi
+      apt_updated=0
+    fi
+    apt_update
+    (cd "$srcdir" && quiet "apt-get source trilinos" apt-get source --download-only -q trilinos)
+  fi
+  tarball=$(ls "$srcdir"/trilinos_*.orig.tar.* | head -n 1)
+  tmp="$CACHE/src/kokkos-extract.$$"
+  rm -rf "$tmp"; mkdir -p "$tmp"
+  quiet "extract packages/kokkos from $(basename "$tarball")" \
+    tar -xf "$tarball" -C "$tmp" --wildcards '*/packages/kokkos/*'
+  kdir=$(find "$tmp" -maxdepth 3 -type d -path '*/packages/kokkos' | head -n 1)
+  [ -n "$kdir" ] || die "packages/kokkos not found in $tarball"
+  grep -q 'Kokkos_VERSION_MINOR 4' "$kdir/CMakeLists.txt" 2>/dev/null || grep -q 'KOKKOS_VERSION_MINOR 4' "$kdir/CMakeLists.txt" || \
+    say "note: Kokkos in $tarball is not 3.4.x"
+  rm -rf "$KOKKOS_SRC"; mv "$kdir" "$KOKKOS_SRC"; rm -rf "$tmp"
+  touch "$KOKKOS_SRC/.complete"
+fi
+
+# build_kokkos NAME CXX CMAKE-ARGS...: a Kokkos install in $CACHE/kokkos-NAME.
+build_kokkos() {
+  local name=$1 cxx=$2; shift 2
+  local prefix="$CACHE/kokkos-$name"
+  [ -f "$prefix/.complete" ] && return 0
+  local b="$CACHE/build/kokkos-$name"
+  rm -rf "$b" "$prefix"
+  quiet "configure Kokkos ($name)" cmake -S "$KOKKOS_SRC" -B "$b" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_STANDARD=20 -DCMAKE_INSTALL_PREFIX="$prefix" \
+    -DKokkos_ENABLE_SERIAL=ON "$@"
+  quiet "build Kokkos ($name)" cmake --build "$b" -j "$JOBS"
+  quiet "install Kokkos ($name)" cmake --install "$b"
+  rm -rf "$b"
+  touch "$prefix/.complete"
+}
+# Kokkos allows one host-parallel backend per build, so each backend pair is its own install.
+build_kokkos gcc-openmp g++ -DKokkos_ENABLE_OPENMP=ON
+build_kokkos gcc-threads g++ -DKokkos_ENABLE_PTHREAD=ON
+build_kokkos clang-threads clang++ -DKokkos_ENABLE_PTHREAD=ON
+
+# ---------------------------------------------------------------------------------------------
+# 3. MPI (Open MPI 5 with ULFM), optional for serial users: scripts/setup_mpi.sh.
+if [ -f "$(dirname "$0")/setup_mpi.sh" ]; then
+  REPROSGD_CACHE="$CACHE" bash "$(dirname "$0")/setup_mpi.sh"
+fi
+
+if [ "${1:-}" = --print-env ]; then
+  echo "REPROSGD_CACHE=$CACHE"
+fi
