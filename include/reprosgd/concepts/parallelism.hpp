@@ -47,6 +47,7 @@ concept Parallelism =
              Kokkos::View<std::int32_t*, Kokkos::HostSpace> i32,
              Kokkos::View<double*, Kokkos::HostSpace> f64) {
       { P::name() } -> std::convertible_to<const char*>;
+      { cp.space() } -> std::convertible_to<typename P::execution_space>;
       { cp.rank() } -> std::convertible_to<int>;
       { cp.size() } -> std::convertible_to<int>;
       { cp.micro_batch_range(m) } -> std::same_as<MicroBatchRange>;
