@@ -14,11 +14,24 @@ function(reprosgd_add_unit_test name)
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
 endfunction()
 
-# reprosgd_add_mpi_test(target nprocs [ULFM] [TIMEOUT s] [ARGS a...]): run target under mpiexec.
+# reprosgd_add_mpi_test(target nprocs [ULFM] [TIMEOUT s] [NAME n] [ARGS a...]): run target under mpiexec.
+# With Open MPI (its mpiexec --version names "Open MPI" or "OpenRTE") the launch adds
+# REPROSGD_MPIEXEC_TEST_FLAGS (default --oversubscribe: CI machines have 2 cores and the tests use
+# up to 5 ranks) and the environment that lets Open MPI run as root, as CI and containers do
+# (OMPI_ALLOW_RUN_AS_ROOT*, ignored by other MPIs and by non-root users).
 function(reprosgd_add_mpi_test target nprocs)
   cmake_parse_arguments(ARG "ULFM" "TIMEOUT;NAME" "ARGS" ${ARGN})
   if(NOT ARG_NAME)
     set(ARG_NAME ${target}_np${nprocs})
+  endif()
+  if(NOT DEFINED REPROSGD_MPIEXEC_TEST_FLAGS)
+    set(flags)
+    execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE version ERROR_VARIABLE version
+                    RESULT_VARIABLE rc TIMEOUT 30)
+    if(version MATCHES "Open MPI|OpenRTE")
+      set(flags --oversubscribe)
+    endif()
+    set(REPROSGD_MPIEXEC_TEST_FLAGS "${flags}" CACHE STRING "mpiexec flags for ReproSGD's MPI tests")
   endif()
   set(ft)
   set(labels mpi)
@@ -30,6 +43,8 @@ function(reprosgd_add_mpi_test target nprocs)
     set(ARG_TIMEOUT 600)
   endif()
   add_test(NAME ${ARG_NAME} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${nprocs}
-           ${ft} ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${target}> ${MPIEXEC_POSTFLAGS} ${ARG_ARGS})
-  set_tests_properties(${ARG_NAME} PROPERTIES PROCESSORS ${nprocs} LABELS "${labels}" TIMEOUT ${ARG_TIMEOUT})
+           ${REPROSGD_MPIEXEC_TEST_FLAGS} ${ft} ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${target}> ${MPIEXEC_POSTFLAGS}
+           ${ARG_ARGS})
+  set_tests_properties(${ARG_NAME} PROPERTIES PROCESSORS ${nprocs} LABELS "${labels}" TIMEOUT ${ARG_TIMEOUT}
+                       ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 endfunction()

@@ -39,6 +39,29 @@ std::string space_name() {
   return ExecSpace::name();
 }
 
+/// IEEE square root (correctly rounded on every backend); Kokkos 4 moved it out of Experimental.
+KOKKOS_INLINE_FUNCTION float sqrt(float x) {
+#if KOKKOS_VERSION >= 40000
+  return Kokkos::sqrt(x);
+#else
+  return Kokkos::Experimental::sqrt(x);
+#endif
+}
+
+/// Initialise Kokkos with `threads` host threads (0: Kokkos's default). Kokkos 4 replaced
+/// InitArguments with InitializationSettings.
+inline void initialize(int threads) {
+#if KOKKOS_VERSION >= 40000
+  Kokkos::InitializationSettings settings;
+  if (threads > 0) settings.set_num_threads(threads);
+  Kokkos::initialize(settings);
+#else
+  Kokkos::InitArguments args;
+  if (threads > 0) args.num_threads = threads;
+  Kokkos::initialize(args);
+#endif
+}
+
 /// Kokkos::ScopeGuard's constructor signature changed between 3.x and 4.x; both accept argc/argv.
 using scope_guard = Kokkos::ScopeGuard;
 

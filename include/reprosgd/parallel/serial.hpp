@@ -4,6 +4,7 @@
 
 #include <reprosgd/concepts/parallelism.hpp>
 #include <reprosgd/error.hpp>
+#include <reprosgd/reduction/exact.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -16,11 +17,14 @@ REPROSGD_BEGIN_NAMESPACE
  * space, and the kernels make the result independent of their number (contract level L1).
  *
  * @tparam ExecSpace Kokkos execution space the kernels run on.
+ * @tparam Red How micro-batch gradients are summed. Exact (the default) gives the bits every
+ *             data-parallel run gives, for any rank count.
  */
-template <class ExecSpace = Kokkos::DefaultExecutionSpace>
+template <class ExecSpace = Kokkos::DefaultExecutionSpace, class Red = Exact>
 class Serial {
  public:
   using execution_space = ExecSpace;
+  using reduction_type = Red;
 
   Serial() = default;
   explicit Serial(const ExecSpace& space) : space_(space) {}
@@ -52,5 +56,6 @@ class Serial {
 };
 
 static_assert(Parallelism<Serial<>>);
+static_assert(Reduction<Exact, Serial<>>);
 
 REPROSGD_END_NAMESPACE

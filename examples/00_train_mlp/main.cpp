@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file train_mlp: train a multi-layer perceptron and print the fingerprint of the result.
+///
+/// The last line of standard output is `fingerprint <32 hex digits>`: the same for any --threads,
+/// --backend and compiler (and, with MPI, any rank count). On an error: one line on standard error
+/// and a non-zero exit code (2 usage/configuration, 3 data, 4 numerics, 5 I/O, 1 anything else).
+#include <reprosgd/reprosgd.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace {
+
+struct Config {
+  std::string data = "fashion-mnist";
+  std::string layers = "784,256,128,10";
+  std::string activation = "relu";
+  float dropout = 0.0f;
+  std::string optimizer = "adam";
+  float lr = 1e-3f;
+  float momentum = 0.9f;
+  bool nesterov = false;
+  float weight_decay = 0.0f;
+  std::string schedule = "constant";
+  long warmup = 0;
+  long step_size = 1000;
+  double gamma = 0.5;
+  long batch = 128;
+  long micro_batch = 32;
+  long epochs = 1;
+  long steps = 0;
+  std::uint64_t seed = 42;
+  std::string backend = "default";
+  int threads = 0;
+  std::string metrics;
+  long train_samples = 0;
+  long test_samples = 0;
+  long synthetic_train = 12000;
+  long synthetic_test = 2000;
+  bool quiet = false;
+};
+
+// Exit codes by error kind, so scripts can tell a typo from a diverging run.
+int exit_code(const reprosgd::error& e) {
+  switch (e.code()) {
+    case reprosgd::errc::invalid_configuration: return 2;
+    case reprosgd::errc::invalid_data: return 3;
+    case reprosgd::errc::numerical_error: return 4;
+    case reprosgd::errc::io_error: return 5;
+    default: return 1;
+  }
+}
+
+std::vector<int> parse_layers(const std::string& text) {
+  std::vector<int> widths;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::size_t used = 0;
+    int w = 0;
+    try {
+      w = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || w <= 0)
+      throw reprosgd::config_error("train_mlp: --layers: '" + item + "' is not a positive integer");
+    widths.push_back(w);
+  }
+  if (widths.size() < 2 || widths.size() > 6)
+    throw reprosgd::config_error("train_mlp: --layers needs 2 to 6 widths (input, hidden..., output), got " +
+                                 std::to_string(widths.size()));
+  return widths;
+}
+
+// An MLP with H hidden blocks (Dense, activation, dropout) and an output Dense, as one compile-time
+// Sequential type per depth.
+template <std::size_t H>
+auto make_mlp(const std::vector<int>& w, reprosgd::Activation act, float p) {
+  using namespace reprosgd;
+  const Init init = act == Activation::relu ? Init::he_normal : Init::xavier_uniform;
+  auto hidden = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return std::tuple_cat(std::make_tuple(Dense{w[I], w[I + 1], init}, ActivationFn{act}, Dropout{p})...);
+  }(std::make_index_sequence<H>{});
+  auto all = std::tuple_cat(hidden, std::make_tuple(Dense{w[H], w[H + 1], init}));
+  return std::apply([](auto... layers) { return Sequential<decltype(layers)...>(layers...); }, all);
+}
+
+reprosgd::TrainTest<Kokkos::HostSpace> load_data(const Config& c, bool say) {
+  using namespace reprosgd;
+  TrainTest<Kokkos::HostSpace> d;
+  if (c.data == "synthetic" || (c.data == "fashion-mnist" && !fashion_mnist_available())) {
+    if (c.data != "synthetic" && say)
+      std::printf("Fashion-MNIST not found in %s: using the built-in synthetic data set\n", default_fashion_mnist_dir);
+    d = make_synthetic_train_test(c.seed, static_cast<std::size_t>(c.synthetic_train),
+                                  static_cast<std::size_t>(c.synthetic_test), 784, 10);
+  } else {
+    d = load_fashion_mnist(c.data == "fashion-mnist" ? std::string(default_fashion_mnist_dir) : c.data);
+  }
+  auto head = [](Dataset<Kokkos::HostSpace>& ds, long n) {
+    if (n > 0 && static_cast<std::size_t>(n) < ds.size()) {
+      ds.features = Kokkos::subview(ds.features, Kokkos::make_pair(0L, n), Kokkos::ALL());
+      ds.labels = Kokkos::subview(ds.labels, Kokkos::make_pair(0L, n));
+    }
+  };
+  head(d.train, c.train_samples);
+  head(d.test, c.test_samples);
+  validate_finite(d.train);
+  validate_finite(d.test);
+  return d;
+}
+
+template <class Space, class Model, class Opt>
+int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
+  using namespace reprosgd;
+  TrainerOptions o;
+  o.global_batch = c.batch;
+  o.micro_batch = c.micro_batch;
+  o.epochs = c.epochs;
+  o.steps = c.steps;
+  o.seed = c.seed;
+  if (c.schedule == "step") {
+    o.schedule.kind = ScheduleKind::step;
+    o.schedule.step_size = c.step_size;
+    o.schedule.gamma = c.gamma;
+  } else if (c.schedule == "cosine") {
+    o.schedule.kind = ScheduleKind::cosine;
+    o.schedule.warmup_steps = c.warmup;
+  }
+  Trainer<Serial<Space>> trainer(o);
+  auto state = trainer.start(model, opt);
+  if (!c.quiet)
+    std::printf("model %zu parameters, backend %s with %d threads, %ld steps of batch %ld (micro-batch %ld)\n",
+                model.parameter_count(), Space::name(), detail::concurrency(Space()),
+                trainer.total_steps(data.train.size()), c.batch, c.micro_batch);
+  ProgressReporter progress(c.quiet ? 1 : 0);
+  JsonLinesWriter metrics(c.metrics);
+  trainer.fit(model, opt, state, data.train, &data.test, progress, metrics);
+  std::printf("fingerprint %s\n", fingerprint(model, state.optimizer).hex().c_str());
+  return 0;
+}
+
+template <class Space, class Model>
+int with_optimizer(const Config& c, Model model, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
+  using namespace reprosgd;
+  if (c.optimizer == "sgd") return train<Space>(c, std::move(model), Sgd{{c.lr, c.momentum, c.nesterov, c.weight_decay}}, data);
+  if (c.optimizer == "adam") return train<Space>(c, std::move(model), Adam{{.lr = c.lr, .weight_decay = c.weight_decay}}, data);
+  return train<Space>(c, std::move(model), AdamW{{.lr = c.lr, .weight_decay = c.weight_decay}}, data);
+}
+
+template <class Space>
+int with_space(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
+  using namespace reprosgd;
+  const std::vector<int> w = parse_layers(c.layers);
+  const Activation act = c.activation == "tanh" ? Activation::tanh
+                         : c.activation == "sigmoid" ? Activation::sigmoid
+                                                     : Activation::relu;
+  switch (w.size() - 2) {
+    case 0: return with_optimizer<Space>(c, Sequential<Dense>(Dense{w[0], w[1]}), data);
+    case 1: return with_optimizer<Space>(c, make_mlp<1>(w, act, c.dropout), data);
+    case 2: return with_optimizer<Space>(c, make_mlp<2>(w, act, c.dropout), data);
+    case 3: return with_optimizer<Space>(c, make_mlp<3>(w, act, c.dropout), data);
+    default: return with_optimizer<Space>(c, make_mlp<4>(w, act, c.dropout), data);
+  }
+}
+
+int run(const Config& c) {
+  using namespace reprosgd;
+  check_fp_environment();
+  const auto data = load_data(c, !c.quiet);
+  if (c.backend == "serial") return with_space<Kokkos::Serial>(c, data);
+#if defined(KOKKOS_ENABLE_OPENMP)
+  if (c.backend == "openmp" || c.backend == "default") return with_space<Kokkos::OpenMP>(c, data);
+#endif
+#if defined(KOKKOS_ENABLE_THREADS)
+  if (c.backend == "threads" || c.backend == "default") return with_space<Kokkos::Threads>(c, data);
+#endif
+  throw config_error("train_mlp: --backend " + c.backend + " is not enabled in this Kokkos build (it has " +
+                     Kokkos::DefaultHostExecutionSpace::name() + " and Serial)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config c;
+  CLI::App app{"Train an MLP with ReproSGD; the last line is the fingerprint of the trained model."};
+  app.add_option("--data", c.data, "fashion-mnist | synthetic | DIR with IDX files");
+  app.add_option("--layers", c.layers, "widths, input first: 784,256,128,10");
+  app.add_option("--activation", c.activation)->check(CLI::IsMember({"relu", "tanh", "sigmoid"}));
+  app.add_option("--dropout", c.dropout, "dropout probability after each hidden layer");
+  app.add_option("--optimizer", c.optimizer)->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  app.add_option("--lr", c.lr, "base learning rate");
+  app.add_option("--momentum", c.momentum, "SGD momentum");
+  app.add_flag("--nesterov", c.nesterov, "Nesterov momentum (SGD)");
+  app.add_option("--weight-decay", c.weight_decay);
+  app.add_option("--schedule", c.schedule)->check(CLI::IsMember({"constant", "step", "cosine"}));
+  app.add_option("--warmup", c.warmup, "cosine: warm-up steps");
+  app.add_option("--step-size", c.step_size, "step schedule: steps between decays");
+  app.add_option("--gamma", c.gamma, "step schedule: decay factor");
+  app.add_option("--batch", c.batch, "global batch size B");
+  app.add_option("--micro-batch", c.micro_batch, "micro-batch size m (B must be a multiple)");
+  auto* epochs = app.add_option("--epochs", c.epochs);
+  app.add_option("--steps", c.steps, "total steps (instead of --epochs)")->excludes(epochs);
+  app.add_option("--seed", c.seed);
+  app.add_option("--backend", c.backend, "serial | openmp | threads (as built)");
+  app.add_option("--threads", c.threads, "host threads (0: Kokkos default)");
+  app.add_option("--metrics", c.metrics, "write JSON lines of step and epoch metrics to FILE");
+  app.add_option("--train-samples", c.train_samples, "use only the first N training samples");
+  app.add_option("--test-samples", c.test_samples, "use only the first N test samples");
+  app.add_option("--synthetic-train", c.synthetic_train, "synthetic data: training samples");
+  app.add_option("--synthetic-test", c.synthetic_test, "synthetic data: test samples");
+  app.add_flag("--quiet", c.quiet, "print only the fingerprint");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "train_mlp: error: %s\n", e.what());
+    return 2;
+  }
+  int rc = 1;
+  reprosgd::detail::initialize(c.threads);
+  try {
+    rc = run(c);
+  } catch (const reprosgd::error& e) {
+    std::fprintf(stderr, "train_mlp: error: %s\n", e.what());
+    rc = exit_code(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_mlp: error: %s\n", e.what());
+    rc = 1;
+  }
+  Kokkos::finalize();
+  return rc;
+}

@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file Host GEMM building blocks: panel packing, the register-blocked micro-kernel and the tile plan.
+#pragma once
+
+// This header is plain C++ on raw pointers (no Kokkos), so that the micro-kernel can be compiled and
+// checked on its own; kernels/gemm.hpp drives it from a Kokkos TeamPolicy.
+//
+// Why every variant here gives the bits of the scalar reference loop
+//     float acc = 0.0f; for (p = 0; p < K; ++p) acc = acc + a(i,p) * b(p,j);  C(i,j) = acc;
+// - Each output element lives in one vector lane of one accumulator register and sees exactly
+//   the reference's operations: a rounded multiply a(i,p)*b(p,j), then a rounded add to the
+//   accumulator, p ascending. Lanes never interact (no horizontal sums), so the vector width
+//   (SSE, AVX2, AVX-512) and the register blocking cannot change a result.
+// - Blocking over K stores the float accumulator into C and reloads it for the next K block: the
+//   stored value is the accumulator itself, so the chain continues with the same operations.
+// - The first K block starts from +0.0f and adds, as the reference does (0 + (-0) = +0: starting
+//   from the first product instead would turn a -0 result into -0).
+// - Padding rows/columns of the packed panels are zeros whose results are discarded.
+// - The code relies on -ffp-contract=off (set by the ReproSGD::reprosgd target) so that the
+//   separate multiply and add are not fused into an FMA.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace reprosgd::detail::gemm_host {
+
+// Vector width and register blocking follow the instruction set the translation unit is compiled
+// for. MR rows x NV vectors of accumulators, plus NV vectors of B, one broadcast of A and one
+// product temporary, must fit the register file: 32 registers with AVX-512 (12x2: 24+2+1+1),
+// 16 registers with AVX/AVX2 and SSE (6x2: 12+2+1+1).
+#if defined(__AVX512F__)
+inline constexpr int lanes = 16;
+#ifndef REPROSGD_IMPL_GEMM_MR
+#define REPROSGD_IMPL_GEMM_MR 12
+#endif
+#elif defined(__AVX__)
+inline constexpr int lanes = 8;
+#ifndef REPROSGD_IMPL_GEMM_MR
+#define REPROSGD_IMPL_GEMM_MR 6
+#endif
+#else
+inline constexpr int lanes = 4;
+#ifndef REPROSGD_IMPL_GEMM_MR
+#define REPROSGD_IMPL_GEMM_MR 6
+#endif
+#endif
+#ifndef REPROSGD_IMPL_GEMM_NV
+#define REPROSGD_IMPL_GEMM_NV 2
+#endif
+
+typedef float vfloat __attribute__((vector_size(lanes * sizeof(float))));
+
+inline constexpr int mr = REPROSGD_IMPL_GEMM_MR;  ///< rows of the micro-tile
+inline constexpr int nv = REPROSGD_IMPL_GEMM_NV;  ///< vectors across the micro-tile's columns
+inline constexpr int nr = nv * lanes;             ///< columns of the micro-tile
+/// Target depth of a K block: a packed B micro-panel (kc x nr floats) should stay in L1.
+#ifndef REPROSGD_IMPL_GEMM_KC
+#define REPROSGD_IMPL_GEMM_KC ((16 * 1024) / (nr * static_cast<int>(sizeof(float))))
+#endif
+inline constexpr int kc_target = REPROSGD_IMPL_GEMM_KC;
+/// Caps on a tile: its packed A block (mc x kc) and B block (kc x nc) should fit in L2 together.
+#ifndef REPROSGD_IMPL_GEMM_MC_STRIPS
+#define REPROSGD_IMPL_GEMM_MC_STRIPS 24
+#endif
+#ifndef REPROSGD_IMPL_GEMM_NC
+#define REPROSGD_IMPL_GEMM_NC 256
+#endif
+inline constexpr int mc_max = REPROSGD_IMPL_GEMM_MC_STRIPS * mr;
+inline constexpr int nc_max = REPROSGD_IMPL_GEMM_NC;
+inline constexpr std::size_t alignment = 64;
+
+/// A read-only matrix operand in logical (row, column) coordinates: element (r, c) is
+/// data[r * rs + c * cs]. Transposition is a swap of the two strides.
+struct Operand {
+  const float* data;
+  std::ptrdiff_t rs;
+  std::ptrdiff_t cs;
+};
+
+inline vfloat load(const float* p) {
+  vfloat v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline void store(float* p, vfloat v) { std::memcpy(p, &v, sizeof(v)); }
+
+/// C[0:mr, 0:nr] (row stride ldc) = (first ? 0 : C) followed by kc steps of acc = acc + a*b, with
+/// ap the packed A micro-panel (ap[p*mr + r]) and bp the packed B micro-panel (bp[p*nr + c]).
+inline void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp,
+                         float* __restrict c, std::ptrdiff_t ldc, bool first) {
+  vfloat acc[mr][nv];
+  if (first) {
+#pragma GCC unroll 32
+    for (int r = 0; r < mr; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < nv; ++v) acc[r][v] = vfloat{};  // +0.0f in every lane
+  } else {
+#pragma GCC unroll 32
+    for (int r = 0; r < mr; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < nv; ++v) acc[r][v] = load(c + r * ldc + v * lanes);
+  }
+  for (int p = 0; p < kc; ++p) {
+    vfloat b[nv];
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; ++v) b[v] = load(bp + v * lanes);
+#pragma GCC unroll 32
+    for (int r = 0; r < mr; ++r) {
+      const float a = ap[r];
+#pragma GCC unroll 4
+      for (int v = 0; v < nv; ++v) {
+        // The scalar a is broadcast to every lane (GCC/Clang vector extensions): one broadcast.
+        const vfloat prod = b[v] * a;  // rounded multiply (b*a == a*b exactly) ...
+        acc[r][v] = acc[r][v] + prod;  // ... then rounded add: never fused (-ffp-contract=off)
+      }
+    }
+    ap += mr;
+    bp += nr;
+  }
+#pragma GCC unroll 32
+  for (int r = 0; r < mr; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; ++v) store(c + r * ldc + v * lanes, acc[r][v]);
+}
+
+/// The micro-kernel on a partial tile (rows < mr or cols < nr): runs on a full-size buffer and
+/// copies only the valid part in and out.
+inline void micro_kernel_edge(int kc, const float* ap, const float* bp, float* c, std::ptrdiff_t ldc,
+                              bool first, int rows, int cols) {
+  alignas(alignment) float tile[mr * nr];
+  if (!first) {
+    std::fill(tile, tile + mr * nr, 0.0f);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < cols; ++j) tile[r * nr + j] = c[r * ldc + j];
+  }
+  micro_kernel(kc, ap, bp, tile, nr, first);
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < cols; ++j) c[r * ldc + j] = tile[r * nr + j];
+}
+
+/// Packs rows [i0, i0+strips*mr) x columns [p0, p0+kc) of the logical M x K matrix A into
+/// strips of mr rows: out[s*mr*kc + p*mr + r] = A(i0 + s*mr + r, p0 + p), zero beyond row M.
+inline void pack_a(const Operand& a, int m, int i0, int strips, int p0, int kc, float* out) {
+  for (int s = 0; s < strips; ++s) {
+    float* dst = out + static_cast<std::ptrdiff_t>(s) * mr * kc;
+    const int row0 = i0 + s * mr;
+    const int rows = std::min(mr, m - row0);
+    if (a.cs == 1) {  // A row-major: walk each row contiguously
+      for (int r = 0; r < rows; ++r) {
+        const float* src = a.data + (row0 + r) * a.rs + p0;
+        for (int p = 0; p < kc; ++p) dst[p * mr + r] = src[p];
+      }
+    } else if (a.rs == 1) {  // A stored transposed (K x M): mr consecutive values per p
+      for (int p = 0; p < kc; ++p) {
+        const float* src = a.data + (p0 + p) * a.cs + row0;
+        for (int r = 0; r < rows; ++r) dst[p * mr + r] = src[r];
+      }
+    } else {
+      for (int p = 0; p < kc; ++p)
+        for (int r = 0; r < rows; ++r) dst[p * mr + r] = a.data[(row0 + r) * a.rs + (p0 + p) * a.cs];
+    }
+    if (rows < mr)
+      for (int p = 0; p < kc; ++p)
+        for (int r = std::max(rows, 0); r < mr; ++r) dst[p * mr + r] = 0.0f;
+  }
+}
+
+/// Packs rows [p0, p0+kc) x columns [j0, j0+strips*nr) of the logical K x N matrix B into strips
+/// of nr columns: out[s*nr*kc + p*nr + c] = B(p0 + p, j0 + s*nr + c), zero beyond column N.
+inline void pack_b(const Operand& b, int n, int j0, int strips, int p0, int kc, float* out) {
+  for (int s = 0; s < strips; ++s) {
+    float* dst = out + static_cast<std::ptrdiff_t>(s) * nr * kc;
+    const int col0 = j0 + s * nr;
+    const int cols = std::min(nr, n - col0);
+    if (b.cs == 1) {  // B row-major: nr consecutive values per p
+      for (int p = 0; p < kc; ++p) {
+        const float* src = b.data + (p0 + p) * b.rs + col0;
+        if (cols == nr) {
+          std::memcpy(dst + p * nr, src, sizeof(float) * nr);
+        } else {
+          for (int j = 0; j < cols; ++j) dst[p * nr + j] = src[j];
+          for (int j = cols; j < nr; ++j) dst[p * nr + j] = 0.0f;
+        }
+      }
+    } else {
+      if (b.rs == 1) {  // B stored transposed (N x K): walk each stored row contiguously
+        for (int j = 0; j < cols; ++j) {
+          const float* src = b.data + (col0 + j) * b.cs + p0;
+          for (int p = 0; p < kc; ++p) dst[p * nr + j] = src[p];
+        }
+      } else {
+        for (int j = 0; j < cols; ++j)
+          for (int p = 0; p < kc; ++p) dst[p * nr + j] = b.data[(p0 + p) * b.rs + (col0 + j) * b.cs];
+      }
+      if (cols < nr)
+        for (int p = 0; p < kc; ++p)
+          for (int j = cols; j < nr; ++j) dst[p * nr + j] = 0.0f;
+    }
+  }
+}
+
+/// How C is cut into tiles (the unit of parallel work) and K into blocks. Any plan gives the same
+/// bits; the plan only decides speed.
+struct Plan {
+  int m, n, k;
+  int strips_m, strips_n;  ///< micro-tile rows / columns of C
+  int tiles_m, tiles_n;    ///< tiles along M and N; tile t is (t / tiles_n, t % tiles_n)
+  int kc;                  ///< K block depth
+  int max_strips_m, max_strips_n;
+
+  [[nodiscard]] int tiles() const { return tiles_m * tiles_n; }
+  /// Floats of packing buffer one tile needs (plus alignment slack).
+  [[nodiscard]] std::size_t buffer_floats() const {
+    return static_cast<std::size_t>(max_strips_m * mr + max_strips_n * nr) * static_cast<std::size_t>(kc) +
+           2 * alignment / sizeof(float);
+  }
+  [[nodiscard]] int strip_begin_m(int tm) const {
+    return static_cast<int>(static_cast<long long>(tm) * strips_m / tiles_m);
+  }
+  [[nodiscard]] int strip_begin_n(int tn) const {
+    return static_cast<int>(static_cast<long long>(tn) * strips_n / tiles_n);
+  }
+};
+
+inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+/// A plan for an M x N x K product on `threads` threads: tiles no larger than mc_max x nc_max,
+/// at least `threads` of them when C is large enough, and a multiple of `threads` when cheap, so
+/// the threads get equal work; strips are spread evenly over the tiles.
+inline Plan make_plan(int m, int n, int k, int threads) {
+  Plan pl{};
+  pl.m = m;
+  pl.n = n;
+  pl.k = k;
+  pl.strips_m = std::max(1, ceil_div(m, mr));
+  pl.strips_n = std::max(1, ceil_div(n, nr));
+  pl.tiles_m = ceil_div(pl.strips_m, mc_max / mr);
+  pl.tiles_n = ceil_div(pl.strips_n, std::max(1, nc_max / nr));
+  threads = std::max(1, threads);
+  // Enough tiles for every thread: split the dimension with more strips per tile.
+  while (pl.tiles_m * pl.tiles_n < threads) {
+    const bool can_m = pl.tiles_m < pl.strips_m;
+    const bool can_n = pl.tiles_n < pl.strips_n;
+    if (!can_m && !can_n) break;
+    if (can_n && (!can_m || pl.strips_n * pl.tiles_m >= pl.strips_m * pl.tiles_n))
+      ++pl.tiles_n;
+    else
+      ++pl.tiles_m;
+  }
+  // Balance: make the tile count a multiple of the thread count if a few more splits allow it.
+  if (threads > 1 && pl.tiles() % threads != 0) {
+    for (int extra = 1; extra < threads; ++extra) {
+      if (pl.tiles_n + extra <= pl.strips_n && (pl.tiles_m * (pl.tiles_n + extra)) % threads == 0) {
+        pl.tiles_n += extra;
+        break;
+      }
+      if (pl.tiles_m + extra <= pl.strips_m && ((pl.tiles_m + extra) * pl.tiles_n) % threads == 0) {
+        pl.tiles_m += extra;
+        break;
+      }
+    }
+  }
+  pl.max_strips_m = ceil_div(pl.strips_m, pl.tiles_m);
+  pl.max_strips_n = ceil_div(pl.strips_n, pl.tiles_n);
+  const int kblocks = std::max(1, ceil_div(k, kc_target));
+  pl.kc = std::max(1, ceil_div(k, kblocks));
+  return pl;
+}
+
+inline float* align_up(void* p) {
+  const auto u = reinterpret_cast<std::uintptr_t>(p);
+  return reinterpret_cast<float*>((u + alignment - 1) & ~static_cast<std::uintptr_t>(alignment - 1));
+}
+
+/// Computes tile `t` of C = A * B (logical shapes M x K and K x N) completely, all K blocks in
+/// ascending order. `buffer` holds at least plan.buffer_floats() floats.
+inline void compute_tile(const Plan& pl, int t, const Operand& a, const Operand& b, float* c,
+                         std::ptrdiff_t ldc, float* buffer) {
+  const int tm = t / pl.tiles_n;
+  const int tn = t % pl.tiles_n;
+  const int sm0 = pl.strip_begin_m(tm), sm1 = pl.strip_begin_m(tm + 1);
+  const int sn0 = pl.strip_begin_n(tn), sn1 = pl.strip_begin_n(tn + 1);
+  const int i0 = sm0 * mr, j0 = sn0 * nr;
+  const int i1 = std::min(pl.m, sm1 * mr), j1 = std::min(pl.n, sn1 * nr);
+  if (i0 >= i1 || j0 >= j1) return;
+  if (pl.k == 0) {  // empty sum: the reference leaves acc = +0.0f
+    for (int i = i0; i < i1; ++i) std::fill(c + i * ldc + j0, c + i * ldc + j1, 0.0f);
+    return;
+  }
+  float* abuf = align_up(buffer);
+  float* bbuf = align_up(abuf + static_cast<std::ptrdiff_t>(pl.max_strips_m) * mr * pl.kc);
+  for (int p0 = 0; p0 < pl.k; p0 += pl.kc) {
+    const int kc = std::min(pl.kc, pl.k - p0);
+    const bool first = p0 == 0;
+    pack_a(a, pl.m, i0, sm1 - sm0, p0, kc, abuf);
+    pack_b(b, pl.n, j0, sn1 - sn0, p0, kc, bbuf);
+    for (int sn = sn0; sn < sn1; ++sn) {
+      const int j = sn * nr;
+      const int cols = std::min(nr, pl.n - j);
+      const float* bp = bbuf + static_cast<std::ptrdiff_t>(sn - sn0) * nr * kc;
+      for (int sm = sm0; sm < sm1; ++sm) {
+        const int i = sm * mr;
+        const int rows = std::min(mr, pl.m - i);
+        const float* ap = abuf + static_cast<std::ptrdiff_t>(sm - sm0) * mr * kc;
+        float* cp = c + i * ldc + j;
+        if (rows == mr && cols == nr)
+          micro_kernel(kc, ap, bp, cp, ldc, first);
+        else
+          micro_kernel_edge(kc, ap, bp, cp, ldc, first, rows, cols);
+      }
+    }
+  }
+}
+
+}  // namespace reprosgd::detail::gemm_host

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file Stochastic gradient descent with momentum, Nesterov momentum and L2 weight decay.
+#pragma once
+
+#include <reprosgd/concepts/optimizer.hpp>
+#include <reprosgd/error.hpp>
+#include <reprosgd/optim/describe.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <string>
+
+REPROSGD_BEGIN_NAMESPACE
+
+/**
+ * SGD as in PyTorch's torch.optim.SGD (dampening 0):
+ *   g = grad + weight_decay * p;  v = momentum * v + g;  g = nesterov ? g + momentum * v : v;
+ *   p = p - lr * g.
+ * With momentum 0 the velocity is not used. Each line is one rounded IEEE operation per element.
+ *
+ * **Example**: `reprosgd::Sgd{{.lr = 0.05f, .momentum = 0.9f, .nesterov = true}}`
+ */
+struct Sgd {
+  struct Options {
+    float lr = 0.01f;
+    float momentum = 0.0f;
+    bool nesterov = false;
+    float weight_decay = 0.0f;
+  };
+  Options options;
+
+  /// Per-run state: the velocity (one per parameter) and the number of steps taken.
+  template <class MemSpace>
+  struct state_type {
+    Buffer<MemSpace> velocity;
+    std::uint64_t steps = 0;
+    template <class F>
+    void visit(F&& f) const {
+      f("velocity", velocity);
+      f("steps", steps);
+    }
+    template <class F>
+    void visit(F&& f) {
+      f("velocity", velocity);
+      f("steps", steps);
+    }
+  };
+
+  static constexpr const char* name() noexcept { return "sgd"; }
+  [[nodiscard]] float base_lr() const noexcept { return options.lr; }
+  [[nodiscard]] std::string describe() const {
+    return detail::describe_fields("sgd", {{"lr", options.lr}, {"momentum", options.momentum},
+                                           {"nesterov", options.nesterov ? 1.0f : 0.0f},
+                                           {"weight_decay", options.weight_decay}});
+  }
+  void check() const {
+    detail::check_positive("reprosgd::Sgd", "lr", options.lr);
+    detail::check_in_range("reprosgd::Sgd", "momentum", options.momentum, 0.0f, 1.0f, false);
+    detail::check_non_negative("reprosgd::Sgd", "weight_decay", options.weight_decay);
+    if (options.nesterov && options.momentum == 0.0f)
+      throw config_error("reprosgd::Sgd: nesterov needs momentum > 0");
+  }
+
+  template <class MemSpace>
+  [[nodiscard]] state_type<MemSpace> init(std::size_t n) const {
+    return {Buffer<MemSpace>("reprosgd::Sgd::velocity", options.momentum != 0.0f ? n : 0), 0};
+  }
+
+  template <class ExecSpace, class MemSpace, class P, class G>
+  void step(const ExecSpace& space, state_type<MemSpace>& state, const P& params, const G& grads, float lr) const {
+    const float mu = options.momentum, wd = options.weight_decay;
+    const bool nesterov = options.nesterov, use_v = mu != 0.0f;
+    auto v = state.velocity;
+    Kokkos::parallel_for(
+        "reprosgd::Sgd::step", Kokkos::RangePolicy<ExecSpace>(space, 0, params.extent(0)), KOKKOS_LAMBDA(const long i) {
+          float g = grads(i);
+          if (wd != 0.0f) g = g + wd * params(i);
+          if (use_v) {
+            const float vi = mu * v(i) + g;
+            v(i) = vi;
+            g = nesterov ? g + mu * vi : vi;
+          }
+          params(i) = params(i) - lr * g;
+        });
+    ++state.steps;
+  }
+};
+
+static_assert(Optimizer<Sgd>);
+
+/// Plain SGD without momentum (ensmallen's name for it).
+inline Sgd standard_sgd(float lr) { return Sgd{{.lr = lr}}; }
+
+REPROSGD_END_NAMESPACE

@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file DataParallel: MPI data parallelism whose collectives are integer or gather operations only.
+#pragma once
+
+#include <reprosgd/config.hpp>
+
+#if !REPROSGD_HAS_MPI
+#error "reprosgd/parallel/data_parallel.hpp needs MPI: build with REPROSGD_ENABLE_MPI=ON and link ReproSGD::reprosgd (it defines REPROSGD_HAS_MPI=1). Serial-only programs use reprosgd/parallel/serial.hpp."
+#endif
+
+#include <reprosgd/concepts/parallelism.hpp>
+#include <reprosgd/detail/mpi_check.hpp>
+#include <reprosgd/error.hpp>
+#include <reprosgd/reduction/exact.hpp>
+
+#include <Kokkos_Core.hpp>
+#include <mpi.h>
+
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+REPROSGD_BEGIN_NAMESPACE
+
+namespace detail {
+
+/// A rank-1 Kokkos View of T that the host can read and write (what MPI is handed).
+template <class V, class T>
+concept HostVectorOf = Kokkos::is_view<V>::value && (V::rank == 1) &&
+                       std::is_same_v<typename V::non_const_value_type, T> &&
+                       static_cast<bool>(Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename V::memory_space>::accessible);
+
+/// A rank-1 host-accessible View of an arithmetic type MPI can send.
+template <class V>
+concept HostArithmeticVector = Kokkos::is_view<V>::value && (V::rank == 1) &&
+                               std::is_arithmetic_v<typename V::non_const_value_type> &&
+                               static_cast<bool>(Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename V::memory_space>::accessible);
+
+}  // namespace detail
+
+/**
+ * Data parallelism over an MPI communicator: every rank holds the whole model and owns a
+ * contiguous run of each global batch's micro-batches (micro_batch_range_of, DESIGN §4).
+ *
+ * Its collectives are integer reductions (MAX, exact SUM, logical AND) and gathers, never a float
+ * MPI_SUM: their results do not depend on the order in which the MPI library combines the ranks'
+ * contributions, so the rank count enters the numerics only through the micro-batch map, and the
+ * Exact reduction removes even that (contract level L3).
+ *
+ * The constructor duplicates the communicator it is given (so the library's messages can never
+ * match the user's) and sets MPI_ERRORS_RETURN on the duplicate: every MPI failure becomes a
+ * reprosgd::comm_error instead of an abort.
+ *
+ * Move-only (it owns the duplicate, freed by the destructor, which never throws). Create it after
+ * MPI is initialised (see MpiEnvironment) and destroy it before MPI_Finalize.
+ *
+ * @tparam ExecSpace Kokkos execution space the kernels run on.
+ * @tparam Red How micro-batch gradients are summed across ranks (Exact: rank-independent bits).
+ *
+ * **Example**:
+ * @code
+ * reprosgd::MpiEnvironment mpi(argc, argv);
+ * Kokkos::ScopeGuard kokkos(argc, argv);
+ * {
+ *   reprosgd::DataParallel<> par;                      // dup of MPI_COMM_WORLD
+ *   auto mine = par.micro_batch_range(M);              // [begin, end) of the M micro-batches
+ * }
+ * @endcode
+ */
+template <class ExecSpace = Kokkos::DefaultExecutionSpace, class Red = Exact>
+class DataParallel {
+  static_assert(Kokkos::is_execution_space<ExecSpace>::value,
+                "reprosgd::DataParallel<ExecSpace>: ExecSpace must be a Kokkos execution space");
+
+ public:
+  using execution_space = ExecSpace;
+  using reduction_type = Red;
+
+  /**
+   * Duplicate `comm` (collective over it) and set MPI_ERRORS_RETURN on the duplicate.
+   * @param comm  the user's communicator (default MPI_COMM_WORLD); it is not modified
+   * @param space the execution-space instance kernels run on
+   * @throws config_error if MPI is not initialised; comm_error if a setup call fails
+   * @collective over `comm`
+   */
+  explicit DataParallel(MPI_Comm comm = MPI_COMM_WORLD, const ExecSpace& space = ExecSpace()) : space_(space) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized || detail::mpi_finalized())
+      throw config_error("reprosgd::DataParallel: MPI is not initialised (create a reprosgd::MpiEnvironment first)");
+    if (comm == MPI_COMM_NULL) throw config_error("reprosgd::DataParallel: the communicator is MPI_COMM_NULL");
+    MPI_Comm dup = MPI_COMM_NULL;
+    detail::mpi_check(MPI_Comm_dup(comm, &dup), "reprosgd::DataParallel: MPI_Comm_dup");
+    comm_ = detail::CommHandle(dup);
+    detail::mpi_check(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN), "reprosgd::DataParallel: MPI_Comm_set_errhandler");
+    detail::mpi_check(MPI_Comm_rank(dup, &rank_), "reprosgd::DataParallel: MPI_Comm_rank");
+    detail::mpi_check(MPI_Comm_size(dup, &size_), "reprosgd::DataParallel: MPI_Comm_size");
+  }
+
+  DataParallel(DataParallel&&) noexcept = default;
+  DataParallel& operator=(DataParallel&&) noexcept = default;
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+  ~DataParallel() = default;
+
+  static constexpr const char* name() noexcept { return "data_parallel"; }
+
+  /// This process's rank in the (duplicated) communicator.
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  /// The number of ranks P.
+  [[nodiscard]] int size() const noexcept { return size_; }
+  [[nodiscard]] const execution_space& space() const noexcept { return space_; }
+  /// The duplicated communicator (MPI_ERRORS_RETURN), for extensions such as ULFM recovery.
+  [[nodiscard]] MPI_Comm comm() const noexcept { return comm_.get(); }
+
+  /**
+   * The micro-batches of a global batch of M that this rank owns: [ceil(r*M/P), ceil((r+1)*M/P)).
+   * The ranges of ranks 0..P-1 tile [0, M) in order. With M >= P every rank owns at least one;
+   * with M < P some own none (their range is empty), which every collective here allows.
+   * @throws config_error if micro_batches < 0
+   * @deterministic a pure function of (rank, P, M); not collective
+   */
+  [[nodiscard]] MicroBatchRange micro_batch_range(long micro_batches) const {
+    if (micro_batches < 0)
+      throw config_error("reprosgd::DataParallel::micro_batch_range: " + std::to_string(micro_batches) +
+                         " micro-batches (must be >= 0)");
+    return micro_batch_range_of(rank_, size_, micro_batches);
+  }
+
+  /// @collective Wait for every rank. @throws comm_error
+  void barrier() const { detail::mpi_check(MPI_Barrier(comm()), "reprosgd::DataParallel::barrier: MPI_Barrier"); }
+
+  /**
+   * Logical AND of `flag` over all ranks: every rank gets the same answer, so a check that failed
+   * on one rank can be thrown on all of them together (the collective rule, STYLE B.7).
+   * @collective @deterministic @throws comm_error
+   */
+  [[nodiscard]] bool agree(bool flag) const {
+    int in = flag ? 1 : 0, out = 0;
+    detail::mpi_check(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, comm()),
+                      "reprosgd::DataParallel::agree: MPI_Allreduce(MPI_LAND)");
+    return out != 0;
+  }
+
+  /**
+   * Elementwise MAX over ranks, in place, of a host View of int32 (e.g. block exponents).
+   * Every rank must pass the same length. @collective @deterministic
+   * @throws config_error if the View is not contiguous; comm_error
+   */
+  template <class View>
+    requires detail::HostVectorOf<View, std::int32_t>
+  void allreduce_max(const View& values) const {
+    allreduce_in_place(values, MPI_MAX, "reprosgd::DataParallel::allreduce_max");
+  }
+
+  /**
+   * Elementwise SUM over ranks, in place, of a host View of int64 (MPI_INT64_T). Integer addition
+   * is associative, so the result is exact and independent of the MPI algorithm; overflow is the
+   * caller's to prevent (Exact reserves headroom bits for it). @collective @deterministic
+   * @throws config_error if the View is not contiguous; comm_error
+   */
+  template <class View>
+    requires detail::HostVectorOf<View, std::int64_t>
+  void allreduce_sum(const View& values) const {
+    allreduce_in_place(values, MPI_MAX, "reprosgd::DataParallel::allreduce_sum");
+  }
+
+  /**
+   * Gather one value per micro-batch: each rank passes the values of the micro-batches it owns
+   * (micro_batch_range(M).size() of them, in order) and every rank receives all M, in micro-batch
+   * order, in `all` (MPI_Allgatherv with the counts and displacements of the micro-batch map).
+   * `local` may alias this rank's segment of `all`.
+   *
+   * Sizes are checked on every rank and the verdict agreed before any data moves, so a wrong size
+   * on one rank throws on all of them. @collective @deterministic
+   * @throws config_error on a size, type or layout mismatch (on every rank); comm_error
+   */
+  template <class Local, class All>
+    requires detail::HostArithmeticVector<Local> && detail::HostArithmeticVector<All> &&
+             std::is_same_v<typename Local::non_const_value_type, typename All::non_const_value_type>
+  void allgather_micro_batches(const Local& local, const All& all, long micro_batches) const {
+    using T = typename All::non_const_value_type;
+    const MicroBatchRange mine = micro_batch_range(micro_batches);
+    const bool ok = static_cast<long>(local.extent(0)) == mine.size() &&
+                    static_cast<long>(all.extent(0)) == micro_batches && local.span_is_contiguous() &&
+                    all.span_is_contiguous() && micro_batches <= INT_MAX;
+    if (!agree(ok))
+      throw config_error("reprosgd::DataParallel::allgather_micro_batches: rank " + std::to_string(rank_) +
+                         (ok ? " saw a size mismatch on another rank"
+                             : " expected " + std::to_string(mine.size()) + " local and " +
+                                   std::to_string(micro_batches) + " gathered contiguous values, got " +
+                                   std::to_string(local.extent(0)) + " and " + std::to_string(all.extent(0))));
+    std::vector<int> counts(static_cast<std::size_t>(size_)), displs(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) {
+      const MicroBatchRange range = micro_batch_range_of(r, size_, micro_batches);
+      counts[static_cast<std::size_t>(r)] = static_cast<int>(range.size());
+      displs[static_cast<std::size_t>(r)] = static_cast<int>(range.begin);
+    }
+    const T* send = local.data();
+    const bool in_place = local.data() == all.data() + mine.begin;
+    const MPI_Datatype type = detail::mpi_datatype<T>();
+    detail::mpi_check(MPI_Allgatherv(in_place ? MPI_IN_PLACE : static_cast<const void*>(send), counts[rank_], type,
+                                     all.data(), counts.data(), displs.data(), type, comm()),
+                      "reprosgd::DataParallel::allgather_micro_batches: MPI_Allgatherv");
+  }
+
+ private:
+  template <class View>
+  void allreduce_in_place(const View& values, MPI_Op op, const char* who) const {
+    using T = typename View::non_const_value_type;
+    if (!values.span_is_contiguous())
+      throw config_error(std::string(who) + ": the View is not contiguous");
+    // MPI counts are int: send the vector in chunks of at most 2^30 elements.
+    constexpr long chunk = 1L << 30;
+    const long n = static_cast<long>(values.extent(0));
+    T* data = values.data();
+    long offset = 0;
+    do {
+      const long count = n - offset < chunk ? n - offset : chunk;
+      const int rc =
+          MPI_Allreduce(MPI_IN_PLACE, data + offset, static_cast<int>(count), detail::mpi_datatype<T>(), op, comm());
+      if (rc != MPI_SUCCESS) detail::mpi_check(rc, (std::string(who) + ": MPI_Allreduce").c_str());
+      offset += count;
+    } while (offset < n);
+  }
+
+  ExecSpace space_{};
+  detail::CommHandle comm_{};
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+static_assert(Parallelism<DataParallel<>>);
+static_assert(Reduction<Exact, DataParallel<>>);
+
+REPROSGD_END_NAMESPACE

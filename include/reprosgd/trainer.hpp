@@ -1,0 +1,447 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file Trainer: the training loop, composed at compile time from a parallelism policy and an RNG stream.
+#pragma once
+
+#include <reprosgd/concepts/optimizer.hpp>
+#include <reprosgd/concepts/parallelism.hpp>
+#include <reprosgd/concepts/reduction.hpp>
+#include <reprosgd/concepts/rng_stream.hpp>
+#include <reprosgd/data/dataset.hpp>
+#include <reprosgd/data/keyed_permutation.hpp>
+#include <reprosgd/error.hpp>
+#include <reprosgd/kernels/loss.hpp>
+#include <reprosgd/kernels/views.hpp>
+#include <reprosgd/nn/layer_context.hpp>
+#include <reprosgd/optim/schedule.hpp>
+#include <reprosgd/parallel/serial.hpp>
+#include <reprosgd/rng/philox_stream.hpp>
+#include <reprosgd/trainer/callbacks.hpp>
+#include <reprosgd/trainer/metrics.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <chrono>
+#include <memory>
+#include <type_traits>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+REPROSGD_BEGIN_NAMESPACE
+
+/// The per-run state of training: the optimizer's state and the number of steps taken. With the
+/// model's parameters this is everything a run is (the RNG is counter-based: seed and step suffice).
+template <Optimizer Opt, class MemSpace = Kokkos::DefaultExecutionSpace::memory_space>
+struct TrainState {
+  typename Opt::template state_type<MemSpace> optimizer;
+  std::uint64_t step = 0;  ///< global steps completed
+};
+
+/// Options of a Trainer (aggregate: use designated initialisers).
+struct TrainerOptions {
+  long global_batch = 128;   ///< B: samples per optimisation step (the same for any rank count)
+  long micro_batch = 32;     ///< m: fixed unit of work; B must be a multiple of m (DESIGN §4)
+  long epochs = 1;           ///< used when steps == 0
+  long steps = 0;            ///< total steps; 0 means epochs * (N / B)
+  std::uint64_t seed = 0;    ///< keys initialisation, shuffling and dropout
+  bool shuffle = true;       ///< keyed per-epoch permutation; false keeps the data set's order
+  LossKind loss = LossKind::softmax_cross_entropy;
+  Schedule schedule{};       ///< multiplies the optimizer's base learning rate
+  long eval_micro_batch = 256;  ///< rows per evaluation micro-batch (does not affect results)
+  bool evaluate_each_epoch = true;
+  double max_loss = 1e30;    ///< a step loss above this (or NaN/Inf) is reported as divergence
+};
+
+/**
+ * Trains a Sequential model with SGD-family optimizers so that the trained parameters are the same
+ * bits whatever the thread count, backend, compiler and (with a data-parallel policy) rank count.
+ *
+ * A step of global batch B: the B samples at positions [s*B, (s+1)*B) of the epoch's keyed
+ * permutation are cut into M = B/m micro-batches; each rank runs the micro-batches the policy gives
+ * it (forward, loss scaled by 1/B, backward into its own gradient row); the Reduction sums the M rows
+ * exactly; the optimizer updates the parameters; metrics are gathered in micro-batch order.
+ *
+ * @tparam Par a model of Parallelism (Serial, DataParallel, …), which also names the Reduction.
+ * @tparam Rng a model of RngStream.
+ *
+ * **Example**:
+ * @code
+ * reprosgd::Trainer<reprosgd::Serial<>> trainer({.global_batch = 128, .micro_batch = 32, .epochs = 3});
+ * reprosgd::Sequential model{reprosgd::Dense{784, 256}, reprosgd::ReLU{}, reprosgd::Dense{256, 10}};
+ * reprosgd::Adam adam{{.lr = 1e-3f}};
+ * auto state = trainer.start(model, adam);
+ * trainer.fit(model, adam, state, data.train, &data.test, reporter);
+ * @endcode
+ */
+template <Parallelism Par, RngStream Rng = PhiloxStream>
+class Trainer {
+ public:
+  using parallelism_type = Par;
+  using execution_space = typename Par::execution_space;
+  using memory_space = typename execution_space::memory_space;
+  using reduction_type = typename Par::reduction_type;
+  using rng_type = Rng;
+  using options_type = TrainerOptions;
+  static_assert(Reduction<reduction_type, Par>, "reprosgd::Trainer: Par::reduction_type is not a Reduction for Par");
+  static_assert(std::is_same_v<memory_space, Kokkos::DefaultExecutionSpace::memory_space>,
+                "reprosgd::Trainer: the parallelism policy's execution space must use the default memory space "
+                "(where Sequential keeps its parameters)");
+
+  explicit Trainer(TrainerOptions options, Par par = Par{}) : options_(options), par_(std::move(par)) {
+    if (auto ec = check(options_)) throw config_error(check_message(options_));
+  }
+
+  /// CUTLASS-style validation before any collective or kernel: an empty error_code when usable.
+  [[nodiscard]] static std::error_code check(const TrainerOptions& o) {
+    return check_message(o).empty() ? std::error_code{} : make_error_code(errc::invalid_configuration);
+  }
+  /// The reason check() fails, or "" when it does not.
+  [[nodiscard]] static std::string check_message(const TrainerOptions& o) {
+    const std::string who = "reprosgd::Trainer: ";
+    if (o.micro_batch <= 0) return who + "micro_batch must be > 0, got " + std::to_string(o.micro_batch);
+    if (o.global_batch <= 0) return who + "global_batch must be > 0, got " + std::to_string(o.global_batch);
+    if (o.global_batch % o.micro_batch != 0)
+      return who + "global batch " + std::to_string(o.global_batch) + " is not divisible by micro-batch " +
+             std::to_string(o.micro_batch);
+    if (o.global_batch / o.micro_batch > (1L << 20)) return who + "more than 2^20 micro-batches per step";
+    if (o.steps < 0) return who + "steps must be >= 0";
+    if (o.steps == 0 && o.epochs <= 0) return who + "epochs must be > 0 when steps is 0";
+    if (o.eval_micro_batch <= 0) return who + "eval_micro_batch must be > 0";
+    if (!(o.max_loss > 0.0)) return who + "max_loss must be > 0";
+    return {};
+  }
+
+  [[nodiscard]] const TrainerOptions& options() const noexcept { return options_; }
+  [[nodiscard]] Par& parallelism() noexcept { return par_; }
+  [[nodiscard]] const Rng& rng() const noexcept { return rng_; }
+
+  /// Initialise the model's parameters from the seed and return the fresh optimizer state.
+  template <class Model, Optimizer Opt>
+  [[nodiscard]] TrainState<Opt, memory_space> start(Model& model, const Opt& opt) const {
+    opt.check();
+    model.initialize(par_.space(), rng_);
+    return {opt.template init<memory_space>(model.parameter_count()), 0};
+  }
+
+  /// The number of steps in one epoch of `train` (incomplete last batches are dropped).
+  [[nodiscard]] long steps_per_epoch(std::size_t train_size) const noexcept {
+    return static_cast<long>(train_size) / options_.global_batch;
+  }
+  /// The total number of steps fit() runs for `train`.
+  [[nodiscard]] long total_steps(std::size_t train_size) const noexcept {
+    return options_.steps > 0 ? options_.steps : options_.epochs * steps_per_epoch(train_size);
+  }
+
+  /**
+   * Train from state.step until the configured number of steps. Collective.
+   *
+   * @param test  evaluated at the end of every epoch when non-null and evaluate_each_epoch is set
+   * @param callbacks objects with on_step_end / on_epoch_end hooks (see Callback)
+   * @throws config_error bad shapes or options (before any collective), data_error non-finite data,
+   *         numerics_error a NaN/Inf gradient or a diverging loss (on every rank at the same step)
+   * @collective @deterministic
+   */
+  template <class Model, Optimizer Opt, class Data, Callback... Callbacks>
+  FitResult fit(Model& model, const Opt& opt, TrainState<Opt, memory_space>& state, const Data& train,
+                const Data* test, Callbacks&... callbacks) {
+    const long n_samples = static_cast<long>(train.size());
+    validate_for(model, train, "train");
+    if (test) validate_for(model, *test, "test");
+    opt.check();
+    const long B = options_.global_batch, m = options_.micro_batch, M = B / m;
+    if (M < par_.size())
+      throw config_error("reprosgd::Trainer::fit: " + std::to_string(M) + " micro-batches per step (global batch " +
+                         std::to_string(B) + " / micro-batch " + std::to_string(m) + ") but " +
+                         std::to_string(par_.size()) + " ranks: every rank needs at least one");
+    if (n_samples < B)
+      throw config_error("reprosgd::Trainer::fit: the training set has " + std::to_string(n_samples) +
+                         " samples, fewer than one global batch of " + std::to_string(B));
+    const long spe = steps_per_epoch(train.size());
+    const long total = total_steps(train.size());
+    Schedule schedule = options_.schedule;
+    if (schedule.kind == ScheduleKind::cosine && schedule.total_steps == 0) schedule.total_steps = total;
+    schedule.check();
+
+    const MicroBatchRange mine = par_.micro_batch_range(M);
+    const long k = mine.size();
+    const long n_params = static_cast<long>(model.parameter_count());
+    const execution_space space = par_.space();
+    ensure_step_buffers(model, k, n_params, m);
+    auto& ws = model_ws<Model>(*workspace_);
+
+    FitResult result;
+    result.steps = state.step;
+    std::optional<KeyedPermutation> order;
+    double epoch_loss = 0.0, epoch_acc = 0.0;
+    std::uint64_t epoch_steps = 0;
+    auto epoch_start = std::chrono::steady_clock::now();
+    Kokkos::View<double*, Kokkos::HostSpace> mb_loss("reprosgd::mb_loss", k), mb_correct("reprosgd::mb_correct", k);
+    Kokkos::View<double*, Kokkos::HostSpace> all_loss("reprosgd::all_loss", M), all_correct("reprosgd::all_correct", M);
+
+    while (static_cast<long>(state.step) < total) {
+      const std::uint64_t step = state.step;
+      const std::uint64_t epoch = step / static_cast<std::uint64_t>(spe);
+      const long position = static_cast<long>(step % static_cast<std::uint64_t>(spe));
+      if (options_.shuffle && (!order || order->epoch() != epoch))
+        order.emplace(options_.seed, epoch, static_cast<std::uint64_t>(n_samples));
+
+      for (long u = mine.begin; u < mine.end; ++u) {
+        const long first = position * B + u * m;  // position of the micro-batch's row 0 in the epoch order
+        gather(train, order, first, m);
+        LayerContext<execution_space, Rng> ctx{space, rng_, 0, step, static_cast<std::uint64_t>(u * m), true};
+        model.forward(ctx, ws, m);
+        compute_loss(m, 1.0f / static_cast<float>(B), true);
+        BufferRef<memory_space> row(grads_.data() + (u - mine.begin) * n_params, n_params);
+        model.backward(ctx, ws, m, row);
+        sum_rows(m, mb_loss(u - mine.begin), mb_correct(u - mine.begin));
+      }
+      const ReductionResult red = reduction_.reduce(par_, grads_, M, grad_sum_);
+      par_.allgather_micro_batches(mb_loss, all_loss, M);
+      par_.allgather_micro_batches(mb_correct, all_correct, M);
+      double loss_sum = 0.0, correct = 0.0;
+      for (long u = 0; u < M; ++u) {
+        loss_sum += all_loss(u);
+        correct += all_correct(u);
+      }
+      StepMetrics sm{step, epoch, static_cast<std::uint64_t>(spe), static_cast<std::uint64_t>(total),
+                     loss_sum / static_cast<double>(B), correct / static_cast<double>(B),
+                     schedule.lr(opt.base_lr(), step)};
+      // Every rank holds the same reduced gradient and gathered loss, so every rank throws here together.
+      if (!red.finite)
+        throw numerics_error("reprosgd::Trainer::fit: step " + std::to_string(step) +
+                                 ": the gradient contains NaN or Inf (training diverged; lower the learning rate)",
+                             static_cast<long long>(step));
+      if (!(sm.loss <= options_.max_loss))
+        throw numerics_error("reprosgd::Trainer::fit: step " + std::to_string(step) + ": loss is " +
+                                 detail::number_text(sm.loss) + " (training diverged; lower the learning rate)",
+                             static_cast<long long>(step));
+      opt.step(space, state.optimizer, model.parameters(), grad_sum_, sm.lr);
+      space.fence();
+      ++state.step;
+      result.steps = state.step;
+      result.last_step = sm;
+      epoch_loss += sm.loss;
+      epoch_acc += sm.accuracy;
+      ++epoch_steps;
+
+      bool stop = false;
+      ((stop = call_step(callbacks, sm) || stop), ...);
+      if (position == spe - 1) {
+        EpochMetrics em;
+        em.epoch = epoch;
+        em.step = state.step;
+        em.train_loss = epoch_loss / static_cast<double>(epoch_steps);
+        em.train_accuracy = epoch_acc / static_cast<double>(epoch_steps);
+        if (test && options_.evaluate_each_epoch) {
+          em.evaluated = true;
+          em.test = evaluate(model, *test);
+        }
+        em.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
+        ((stop = call_epoch(callbacks, em) || stop), ...);
+        result.last_epoch = em;
+        result.epochs = epoch + 1;
+        epoch_loss = epoch_acc = 0.0;
+        epoch_steps = 0;
+        epoch_start = std::chrono::steady_clock::now();
+      }
+      // A stop requested on any rank stops every rank at the same step.
+      if (!par_.agree(!stop)) {
+        result.stopped_early = true;
+        break;
+      }
+    }
+    return result;
+  }
+
+  /// fit() without a test set.
+  template <class Model, Optimizer Opt, class Data, Callback... Callbacks>
+  FitResult fit(Model& model, const Opt& opt, TrainState<Opt, memory_space>& state, const Data& train,
+                Callbacks&... callbacks) {
+    return fit(model, opt, state, train, static_cast<const Data*>(nullptr), callbacks...);
+  }
+
+  /**
+   * Mean loss and accuracy of `model` on `data`, split into evaluation micro-batches across ranks and
+   * combined in micro-batch order, so the numbers do not depend on the rank count. Collective.
+   */
+  template <class Model, class Data>
+  EvalMetrics evaluate(Model& model, const Data& data) {
+    validate_for(model, data, "evaluation");
+    const long n = static_cast<long>(data.size());
+    const long m = options_.eval_micro_batch;
+    const long M = (n + m - 1) / m;
+    if (M < par_.size())
+      throw config_error("reprosgd::Trainer::evaluate: " + std::to_string(n) + " samples make " + std::to_string(M) +
+                         " evaluation micro-batches, fewer than " + std::to_string(par_.size()) + " ranks");
+    ensure_eval_buffers(model, m);
+    const MicroBatchRange mine = par_.micro_batch_range(M);
+    Kokkos::View<double*, Kokkos::HostSpace> loss("reprosgd::eval_loss", mine.size()), corr("reprosgd::eval_correct", mine.size());
+    Kokkos::View<double*, Kokkos::HostSpace> all_loss("reprosgd::eval_all_loss", M), all_corr("reprosgd::eval_all_correct", M);
+    auto& ws = model_ws<Model>(*eval_workspace_);
+    std::swap(workspace_, eval_workspace_);  // gather()/compute_loss() use workspace_
+    for (long u = mine.begin; u < mine.end; ++u) {
+      const long rows = (u + 1) * m <= n ? m : n - u * m;
+      gather(data, std::nullopt, u * m, rows);
+      LayerContext<execution_space, Rng> ctx{par_.space(), rng_, 0, 0, static_cast<std::uint64_t>(u * m), false};
+      model.forward(ctx, ws, rows);
+      compute_loss(rows, 0.0f, false);
+      sum_rows(rows, loss(u - mine.begin), corr(u - mine.begin));
+    }
+    std::swap(workspace_, eval_workspace_);
+    par_.allgather_micro_batches(loss, all_loss, M);
+    par_.allgather_micro_batches(corr, all_corr, M);
+    EvalMetrics em;
+    double loss_sum = 0.0, correct = 0.0;
+    for (long u = 0; u < M; ++u) {
+      loss_sum += all_loss(u);
+      correct += all_corr(u);
+    }
+    em.count = static_cast<std::uint64_t>(n);
+    em.correct = static_cast<std::uint64_t>(correct);
+    em.loss = loss_sum / static_cast<double>(n);
+    em.accuracy = correct / static_cast<double>(n);
+    return em;
+  }
+
+ private:
+  // Type-erased holder of the model's workspace so the Trainer is not templated on the model.
+  struct WorkspaceBase {
+    virtual ~WorkspaceBase() = default;
+    Matrix<memory_space> input;
+    Kokkos::View<std::int32_t*, memory_space> labels;
+    Kokkos::View<float*, memory_space> row_loss;
+    Kokkos::View<std::int32_t*, memory_space> row_correct;
+    Matrix<memory_space> output, grad_out;
+    long rows = 0;
+    long params = 0;
+  };
+  template <class Model>
+  struct ModelWorkspace final : WorkspaceBase {
+    typename Model::Workspace model;
+  };
+
+  template <class Model>
+  static std::unique_ptr<WorkspaceBase> make_workspace(const Model& model, long rows) {
+    auto w = std::make_unique<ModelWorkspace<Model>>();
+    w->model = model.make_workspace(rows);
+    w->input = w->model.act.front();
+    w->output = w->model.act.back();
+    w->grad_out = w->model.grad_out;
+    w->labels = Kokkos::View<std::int32_t*, memory_space>("reprosgd::labels", rows);
+    w->row_loss = Kokkos::View<float*, memory_space>("reprosgd::row_loss", rows);
+    w->row_correct = Kokkos::View<std::int32_t*, memory_space>("reprosgd::row_correct", rows);
+    w->rows = rows;
+    w->params = static_cast<long>(model.parameter_count());
+    return w;
+  }
+
+  template <class Model>
+  void ensure_step_buffers(const Model& model, long k, long n_params, long m) {
+    if (!workspace_ || workspace_->rows != m || workspace_->params != n_params ||
+        !dynamic_cast<ModelWorkspace<Model>*>(workspace_.get()))
+      workspace_ = make_workspace(model, m);
+    if (static_cast<long>(grads_.extent(0)) != k || static_cast<long>(grads_.extent(1)) != n_params) {
+      grads_ = Matrix<memory_space>();
+      grads_ = Matrix<memory_space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::grads"), k, n_params);
+      grad_sum_ = Buffer<memory_space>("reprosgd::grad_sum", n_params);
+    }
+  }
+  template <class Model>
+  void ensure_eval_buffers(const Model& model, long m) {
+    if (!eval_workspace_ || eval_workspace_->rows != m ||
+        eval_workspace_->params != static_cast<long>(model.parameter_count()) ||
+        !dynamic_cast<ModelWorkspace<Model>*>(eval_workspace_.get()))
+      eval_workspace_ = make_workspace(model, m);
+  }
+
+  template <class Model>
+  static typename Model::Workspace& model_ws(WorkspaceBase& w) {
+    return static_cast<ModelWorkspace<Model>&>(w).model;
+  }
+
+  template <class Model, class Data>
+  void validate_for(const Model& model, const Data& data, const char* what) const {
+    if (data.feature_count() != model.input_width())
+      throw config_error(std::string("reprosgd::Trainer: the ") + what + " data has " +
+                         std::to_string(data.feature_count()) + " features but the model's first layer expects " +
+                         std::to_string(model.input_width()));
+    if (data.num_classes > model.output_width())
+      throw config_error(std::string("reprosgd::Trainer: the ") + what + " data has " +
+                         std::to_string(data.num_classes) + " classes but the model has " +
+                         std::to_string(model.output_width()) + " outputs");
+    if (data.size() == 0) throw config_error(std::string("reprosgd::Trainer: the ") + what + " data set is empty");
+  }
+
+  // Copy rows [first, first+rows) of the epoch order into the input micro-batch.
+  template <class Data>
+  void gather(const Data& data, const std::optional<KeyedPermutation>& order, long first, long rows) {
+    const auto x = data.features;
+    const auto y = data.labels;
+    const auto in = workspace_->input;
+    const auto lab = workspace_->labels;
+    const long f = static_cast<long>(x.extent(1));
+    const bool shuffled = order.has_value();
+    const KeyedPermutation perm = shuffled ? *order : KeyedPermutation(0, 0, 1);
+    Kokkos::parallel_for(
+        "reprosgd::Trainer::gather", Kokkos::RangePolicy<execution_space>(par_.space(), 0, rows * f),
+        KOKKOS_LAMBDA(const long e) {
+          const long r = e / f, j = e - r * f;
+          const long idx = shuffled ? static_cast<long>(perm(static_cast<std::uint64_t>(first + r))) : first + r;
+          in(r, j) = x(idx, j);
+          if (j == 0) lab(r) = y(idx);
+        });
+  }
+
+  void compute_loss(long rows, float scale, bool want_grad) {
+    auto& w = *workspace_;
+    const MatrixRef<memory_space> out(w.output.data(), rows, w.output.extent(1));
+    const MatrixRef<memory_space> grad(w.grad_out.data(), want_grad ? rows : 0, w.grad_out.extent(1));
+    if (options_.loss == LossKind::softmax_cross_entropy)
+      softmax_cross_entropy(par_.space(), out, w.labels, rows, scale, grad, w.row_loss, w.row_correct);
+    else
+      mse_one_hot(par_.space(), out, w.labels, rows, scale, grad, w.row_loss, w.row_correct);
+  }
+
+  // Loss and correct count of a micro-batch, summed on the host in row order.
+  void sum_rows(long rows, double& loss, double& correct) {
+    auto& w = *workspace_;
+    if (static_cast<long>(host_loss_.extent(0)) < w.rows) {
+      host_loss_ = Kokkos::View<float*, Kokkos::HostSpace>("reprosgd::host_loss", w.rows);
+      host_correct_ = Kokkos::View<std::int32_t*, Kokkos::HostSpace>("reprosgd::host_correct", w.rows);
+    }
+    Kokkos::deep_copy(Kokkos::subview(host_loss_, Kokkos::make_pair(0L, w.rows)), w.row_loss);
+    Kokkos::deep_copy(Kokkos::subview(host_correct_, Kokkos::make_pair(0L, w.rows)), w.row_correct);
+    double l = 0.0, c = 0.0;
+    for (long i = 0; i < rows; ++i) {
+      l += static_cast<double>(host_loss_(i));
+      c += host_correct_(i);
+    }
+    loss = l;
+    correct = c;
+  }
+
+  template <class C>
+  static bool call_step(C& c, const StepMetrics& m) {
+    if constexpr (StepCallback<C>) return c.on_step_end(m);
+    return false;
+  }
+  template <class C>
+  static bool call_epoch(C& c, const EpochMetrics& m) {
+    if constexpr (EpochCallback<C>) return c.on_epoch_end(m);
+    return false;
+  }
+
+  TrainerOptions options_;
+  Par par_;
+  Rng rng_{options_.seed};
+  reduction_type reduction_{};
+  std::unique_ptr<WorkspaceBase> workspace_, eval_workspace_;
+  Matrix<memory_space> grads_;
+  Buffer<memory_space> grad_sum_;
+  Kokkos::View<float*, Kokkos::HostSpace> host_loss_;
+  Kokkos::View<std::int32_t*, Kokkos::HostSpace> host_correct_;
+};
+
+REPROSGD_END_NAMESPACE

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file Callback hooks (detected by concepts) and the built-in progress and JSON-lines reporters.
+#pragma once
+
+#include <reprosgd/error.hpp>
+#include <reprosgd/trainer/metrics.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <unistd.h>
+
+REPROSGD_BEGIN_NAMESPACE
+
+/// A callback with an on_step_end hook; returning true asks the Trainer to stop (agreed across ranks).
+template <class C>
+concept StepCallback = requires(C& c, const StepMetrics& m) {
+  { c.on_step_end(m) } -> std::convertible_to<bool>;
+};
+/// A callback with an on_epoch_end hook; returning true asks the Trainer to stop.
+template <class C>
+concept EpochCallback = requires(C& c, const EpochMetrics& m) {
+  { c.on_epoch_end(m) } -> std::convertible_to<bool>;
+};
+/// Anything with at least one hook.
+template <class C>
+concept Callback = StepCallback<C> || EpochCallback<C>;
+
+namespace detail {
+inline std::string json_number(double v) {
+  if (v != v || v > 1.7976931348623157e308 || v < -1.7976931348623157e308) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+}  // namespace detail
+
+/**
+ * Prints progress on rank 0: a progress bar redrawn in place when the stream is a terminal, and one
+ * plain line per epoch otherwise (logs, CI). Other ranks print nothing.
+ */
+class ProgressReporter {
+ public:
+  explicit ProgressReporter(int rank = 0, std::FILE* out = stdout)
+      : out_(out), enabled_(rank == 0), tty_(isatty(fileno(out)) != 0) {}
+
+  bool on_step_end(const StepMetrics& m) {
+    if (!enabled_ || !tty_) return false;
+    const std::uint64_t in_epoch = m.step % m.steps_per_epoch + 1;
+    if (in_epoch % 10 != 0 && in_epoch != m.steps_per_epoch) return false;
+    const int width = 30;
+    const int filled = static_cast<int>(width * in_epoch / m.steps_per_epoch);
+    std::fprintf(out_, "\repoch %llu [%.*s%*s] %llu/%llu loss %.4f", static_cast<unsigned long long>(m.epoch + 1),
+                 filled, "##############################", width - filled, "",
+                 static_cast<unsigned long long>(in_epoch), static_cast<unsigned long long>(m.steps_per_epoch), m.loss);
+    std::fflush(out_);
+    return false;
+  }
+  bool on_epoch_end(const EpochMetrics& m) {
+    if (!enabled_) return false;
+    if (tty_) std::fprintf(out_, "\r%*s\r", 72, "");
+    std::fprintf(out_, "epoch %llu  step %llu  train_loss %.6f  train_acc %.4f", static_cast<unsigned long long>(m.epoch + 1),
+                 static_cast<unsigned long long>(m.step), m.train_loss, m.train_accuracy);
+    if (m.evaluated) std::fprintf(out_, "  test_loss %.6f  test_acc %.4f", m.test.loss, m.test.accuracy);
+    std::fprintf(out_, "  (%.2f s)\n", m.seconds);
+    std::fflush(out_);
+    return false;
+  }
+
+ private:
+  std::FILE* out_;
+  bool enabled_;
+  bool tty_;
+};
+
+/// Writes one JSON object per step and per epoch to a file (rank 0 only). @throws io_error
+class JsonLinesWriter {
+ public:
+  JsonLinesWriter(const std::string& path, int rank = 0) {
+    if (rank != 0 || path.empty()) return;
+    f_ = std::fopen(path.c_str(), "w");
+    if (!f_) throw io_error("reprosgd::JsonLinesWriter: cannot open " + path + ": " + std::strerror(errno));
+  }
+  JsonLinesWriter(const JsonLinesWriter&) = delete;
+  JsonLinesWriter& operator=(const JsonLinesWriter&) = delete;
+  ~JsonLinesWriter() {
+    if (f_) std::fclose(f_);
+  }
+
+  bool on_step_end(const StepMetrics& m) {
+    if (f_)
+      std::fprintf(f_, "{\"event\":\"step\",\"step\":%llu,\"epoch\":%llu,\"loss\":%s,\"accuracy\":%s,\"lr\":%s}\n",
+                   static_cast<unsigned long long>(m.step), static_cast<unsigned long long>(m.epoch),
+                   detail::json_number(m.loss).c_str(), detail::json_number(m.accuracy).c_str(),
+                   detail::json_number(m.lr).c_str());
+    return false;
+  }
+  bool on_epoch_end(const EpochMetrics& m) {
+    if (!f_) return false;
+    std::fprintf(f_, "{\"event\":\"epoch\",\"epoch\":%llu,\"step\":%llu,\"train_loss\":%s,\"train_accuracy\":%s",
+                 static_cast<unsigned long long>(m.epoch), static_cast<unsigned long long>(m.step),
+                 detail::json_number(m.train_loss).c_str(), detail::json_number(m.train_accuracy).c_str());
+    if (m.evaluated)
+      std::fprintf(f_, ",\"test_loss\":%s,\"test_accuracy\":%s", detail::json_number(m.test.loss).c_str(),
+                   detail::json_number(m.test.accuracy).c_str());
+    std::fprintf(f_, ",\"seconds\":%s}\n", detail::json_number(m.seconds).c_str());
+    std::fflush(f_);
+    return false;
+  }
+
+ private:
+  std::FILE* f_ = nullptr;
+};
+
+static_assert(Callback<ProgressReporter> && Callback<JsonLinesWriter>);
+
+REPROSGD_END_NAMESPACE

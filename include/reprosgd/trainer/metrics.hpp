@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file What a Trainer reports: per-step and per-epoch metrics, identical on every rank.
+#pragma once
+
+#include <reprosgd/config.hpp>
+
+#include <cstdint>
+
+REPROSGD_BEGIN_NAMESPACE
+
+/// Metrics of one optimisation step. The loss is the mean over the global batch, summed per
+/// micro-batch in sample order and then over micro-batches in order, so it does not depend on the
+/// rank count either.
+struct StepMetrics {
+  std::uint64_t step = 0;       ///< the step just completed (0-based)
+  std::uint64_t epoch = 0;      ///< its epoch
+  std::uint64_t steps_per_epoch = 0;
+  std::uint64_t total_steps = 0;
+  double loss = 0.0;            ///< mean training loss of the global batch (before the update)
+  double accuracy = 0.0;        ///< fraction of the global batch classified correctly
+  float lr = 0.0f;              ///< learning rate applied at this step
+};
+
+/// Result of evaluating a model on a data set.
+struct EvalMetrics {
+  double loss = 0.0;
+  double accuracy = 0.0;
+  std::uint64_t correct = 0;
+  std::uint64_t count = 0;
+};
+
+/// Metrics at the end of an epoch.
+struct EpochMetrics {
+  std::uint64_t epoch = 0;
+  std::uint64_t step = 0;       ///< steps completed so far
+  double train_loss = 0.0;      ///< mean of the epoch's step losses (summed in step order)
+  double train_accuracy = 0.0;
+  bool evaluated = false;
+  EvalMetrics test{};
+  double seconds = 0.0;         ///< wall time of the epoch (informational, never feeds numerics)
+};
+
+/// What fit() did.
+struct FitResult {
+  std::uint64_t steps = 0;       ///< steps completed in total (including before a resume)
+  std::uint64_t epochs = 0;      ///< epochs completed
+  bool stopped_early = false;    ///< a callback asked to stop
+  StepMetrics last_step{};
+  EpochMetrics last_epoch{};
+};
+
+REPROSGD_END_NAMESPACE
