@@ -101,7 +101,7 @@ reprosgd::TrainTest<Kokkos::HostSpace> load_data(const Config& c, bool say) {
     if (c.data != "synthetic" && say)
       std::printf("Fashion-MNIST not found in %s: using the built-in synthetic data set\n", default_fashion_mnist_dir);
     d = make_synthetic_train_test(c.seed, static_cast<std::size_t>(c.synthetic_train),
-                                  static_cast<std::size_t>(c.synthetic_test), 784, 10);
+                                  static_cast<std::size_t>(c.synthetic_test), 784, 10, {.separation = 0.2f});
   } else {
     d = load_fashion_mnist(c.data == "fashion-mnist" ? std::string(default_fashion_mnist_dir) : c.data);
   }

@@ -149,6 +149,7 @@ class Trainer {
     const long n_samples = static_cast<long>(train.size());
     validate_for(model, train, "train");
     if (test) validate_for(model, *test, "test");
+    validate_finite(par_.space(), train);
     opt.check();
     const long B = options_.global_batch, m = options_.micro_batch, M = B / m;
     if (M < par_.size())
@@ -384,13 +385,12 @@ class Trainer {
     const long f = static_cast<long>(x.extent(1));
     const bool shuffled = order.has_value();
     const KeyedPermutation perm = shuffled ? *order : KeyedPermutation(0, 0, 1);
+    // One thread per row: the permutation (a few Philox calls) is evaluated once per sample.
     Kokkos::parallel_for(
-        "reprosgd::Trainer::gather", Kokkos::RangePolicy<execution_space>(par_.space(), 0, rows * f),
-        KOKKOS_LAMBDA(const long e) {
-          const long r = e / f, j = e - r * f;
+        "reprosgd::Trainer::gather", Kokkos::RangePolicy<execution_space>(par_.space(), 0, rows), KOKKOS_LAMBDA(const long r) {
           const long idx = shuffled ? static_cast<long>(perm(static_cast<std::uint64_t>(first + r))) : first + r;
-          in(r, j) = x(idx, j);
-          if (j == 0) lab(r) = y(idx);
+          for (long j = 0; j < f; ++j) in(r, j) = x(idx, j);
+          lab(r) = y(idx);
         });
   }
 

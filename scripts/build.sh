@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# build.sh — configure and build ReproSGD's builds after setup.sh: the main build (g++, Serial +
+# OpenMP, -O3 -march=native) in build/, and with --variants the cross-build checks' variants in
+# build-variants/: g++ -O2 for generic x86-64, g++ with the Threads backend, clang++ with Threads.
+# Quiet on success; on failure prints the failing step's log tail.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+CACHE=${REPROSGD_CACHE:-$HOME/.cache/reprosgd}
+JOBS=${REPROSGD_JOBS:-$(nproc)}
+variants=0
+[ "${1:-}" = --variants ] && variants=1
+
+quiet() {
+  local what=$1; shift
+  local log; log=$(mktemp)
+  if ! "$@" >"$log" 2>&1; then
+    echo "build: error: $what failed" >&2
+    grep -E "error|Error|FAILED" "$log" | head -n 20 >&2 || true
+    tail -n 30 "$log" >&2
+    rm -f "$log"; exit 1
+  fi
+  rm -f "$log"
+}
+
+mpi_flags=()
+if [ -f "$CACHE/openmpi.prefix" ]; then
+  mpi_prefix=$(cat "$CACHE/openmpi.prefix")
+  mpi_flags=(-DREPROSGD_ENABLE_MPI=ON -DMPI_HOME="$mpi_prefix" -DMPIEXEC_EXECUTABLE="$mpi_prefix/bin/mpiexec")
+fi
+
+# configure_and_build DIR KOKKOS-VARIANT CXX CXXFLAGS [cmake args...] -- [targets...]
+configure_and_build() {
+  local dir=$1 kokkos=$2 cxx=$3 flags=$4; shift 4
+  local args=() targets=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  targets=("$@")
+  quiet "configure $dir" cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS_RELEASE="$flags" \
+    -DCMAKE_PREFIX_PATH="$CACHE/kokkos-$kokkos" "${args[@]}"
+  if [ ${#targets[@]} -gt 0 ]; then
+    for t in "${targets[@]}"; do quiet "build $dir ($t)" cmake --build "$dir" -j "$JOBS" --target "$t"; done
+  else
+    quiet "build $dir" cmake --build "$dir" -j "$JOBS"
+  fi
+}
+
+peers=()
+if [ $variants = 1 ]; then
+  # Only train_mlp and the per-backend known-answer tests are built in the variants.
+  for v in "gcc-openmp-O2 gcc-openmp g++ -O2" "gcc-threads gcc-threads g++ -O3 -march=native" \
+           "clang-threads clang-threads clang++ -O3 -march=native"; do
+    set -- $v
+    name=$1 kokkos=$2 cxx=$3; shift 3
+    configure_and_build "$root/build-variants/$name" "$kokkos" "$cxx" "$*" -DREPROSGD_VARIANT_BUILD=ON \
+      -DREPROSGD_ENABLE_MPI=OFF -DREPROSGD_BUILD_BENCH=OFF --
+    peers+=("$name=$root/build-variants/$name")
+  done
+fi
+peer_list=$(IFS=';'; echo "${peers[*]:-}")
+configure_and_build "$root/build" gcc-openmp g++ "-O3 -march=native" "${mpi_flags[@]}" \
+  -DREPROSGD_PEER_BUILDS="$peer_list" --

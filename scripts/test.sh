@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# test.sh — the README's test command: install what is missing, build everything (the main build
+# and the cross-compiler/cross-backend variants), and run the whole test suite with CTest.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bash "$root/scripts/setup.sh"
+bash "$root/scripts/build.sh" --variants
+# Kokkos's OpenMP backend warns when OMP_PROC_BIND is unset; binding threads would also pin several
+# MPI ranks to the same cores, so leave threads unbound.
+export OMP_PROC_BIND=false
+cd "$root/build"
+ctest --output-on-failure --timeout 1800 -j "${REPROSGD_TEST_JOBS:-2}" "$@"

@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file Optimizers and schedules: bitwise agreement with a scalar reference, known values, errors.
+#include <doctest/doctest.h>
+
+#include <reprosgd/optim/adam.hpp>
+#include <reprosgd/optim/schedule.hpp>
+#include <reprosgd/optim/sgd.hpp>
+#include <reprosgd/testing/doctest_helpers.hpp>
+
+#include <support/exec_spaces.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace {
+using Mem = Kokkos::HostSpace;
+using B = reprosgd::Buffer<Mem>;
+
+float value(std::uint64_t i) {
+  std::uint64_t x = i * 0x9E3779B97F4A7C15ull + 777;
+  x = (x ^ (x >> 31)) * 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  return static_cast<float>(x >> 40) * 0x1p-24f * 2.0f - 1.0f;
+}
+B filled(const char* name, long n, std::uint64_t seed) {
+  B b(std::string(name), n);
+  for (long i = 0; i < n; ++i) b(i) = value(seed * 100003 + static_cast<std::uint64_t>(i));
+  return b;
+}
+}  // namespace
+
+TEST_SUITE("optim") {
+  TEST_CASE_TEMPLATE_DEFINE("SGD with Nesterov momentum and weight decay equals the scalar reference", Space, sgd_id) {
+    const long n = 1000;
+    reprosgd::Sgd sgd{{.lr = 0.05f, .momentum = 0.9f, .nesterov = true, .weight_decay = 1e-3f}};
+    B p = filled("p", n, 1);
+    std::vector<float> rp(p.data(), p.data() + n), rv(n, 0.0f);
+    auto state = sgd.init<Mem>(n);
+    for (int step = 0; step < 5; ++step) {
+      B g = filled("g", n, 10 + step);
+      const float lr = 0.05f * (1.0f - 0.1f * step);
+      sgd.step(Space(), state, p, g, lr);
+      Space().fence();
+      for (long i = 0; i < n; ++i) {
+        float gi = g(i) + 1e-3f * rp[i];
+        rv[i] = 0.9f * rv[i] + gi;
+        gi = gi + 0.9f * rv[i];
+        rp[i] = rp[i] - lr * gi;
+      }
+    }
+    Kokkos::View<float*, Mem, Kokkos::MemoryUnmanaged> ref(rp.data(), n);
+    REPROSGD_CHECK_BITWISE_EQUAL(p, ref);
+    CHECK(state.steps == 5);
+  }
+  TEST_CASE_TEMPLATE_APPLY(sgd_id, reprosgd_test::host_spaces);
+
+  TEST_CASE_TEMPLATE_DEFINE("Adam and AdamW equal the scalar reference", Space, adam_id) {
+    const long n = 777;
+    for (bool decoupled : {false, true}) {
+      CAPTURE(decoupled);
+      reprosgd::Adam adam{{.lr = 1e-2f, .weight_decay = 0.01f}};
+      reprosgd::AdamW adamw{{.lr = 1e-2f, .weight_decay = 0.01f}};
+      B p = filled("p", n, 2);
+      std::vector<float> rp(p.data(), p.data() + n), rm(n, 0.0f), rv(n, 0.0f);
+      auto sa = adam.init<Mem>(n);
+      auto sw = adamw.init<Mem>(n);
+      double b1t = 1.0, b2t = 1.0;
+      for (int step = 0; step < 4; ++step) {
+        B g = filled("g", n, 20 + step);
+        if (decoupled)
+          adamw.step(Space(), sw, p, g, 1e-2f);
+        else
+          adam.step(Space(), sa, p, g, 1e-2f);
+        Space().fence();
+        b1t *= 0.9f;
+        b2t *= 0.999f;
+        const float c1 = static_cast<float>(1.0 / (1.0 - b1t)), c2 = static_cast<float>(1.0 / (1.0 - b2t));
+        for (long i = 0; i < n; ++i) {
+          float pi = rp[i], gi = g(i);
+          if (decoupled)
+            pi = pi - 1e-2f * 0.01f * pi;
+          else
+            gi = gi + 0.01f * pi;
+          rm[i] = 0.9f * rm[i] + (1.0f - 0.9f) * gi;
+          rv[i] = 0.999f * rv[i] + (1.0f - 0.999f) * (gi * gi);
+          rp[i] = pi - 1e-2f * (rm[i] * c1) / (std::sqrt(rv[i] * c2) + 1e-8f);
+        }
+      }
+      Kokkos::View<float*, Mem, Kokkos::MemoryUnmanaged> ref(rp.data(), n);
+      REPROSGD_CHECK_BITWISE_EQUAL(p, ref);
+    }
+  }
+  TEST_CASE_TEMPLATE_APPLY(adam_id, reprosgd_test::host_spaces);
+
+  TEST_CASE("known values") {
+    B p("p", 1), g("g", 1);
+    p(0) = 1.0f;
+    g(0) = 0.5f;
+    reprosgd::Sgd sgd{{.lr = 0.1f}};
+    auto s = sgd.init<Mem>(1);
+    CHECK(s.velocity.extent(0) == 0);  // no momentum, no velocity buffer
+    sgd.step(Kokkos::Serial(), s, p, g, 0.1f);
+    Kokkos::fence();
+    CHECK(p(0) == 1.0f - 0.1f * 0.5f);
+    // Adam's first step moves by lr * g / (|g| + eps) ~ lr.
+    p(0) = 1.0f;
+    reprosgd::Adam adam{{.lr = 0.001f}};
+    auto sa = adam.init<Mem>(1);
+    adam.step(Kokkos::Serial(), sa, p, g, 0.001f);
+    Kokkos::fence();
+    CHECK(p(0) == doctest::Approx(0.999f).epsilon(1e-6));
+    CHECK(sa.beta1_power == doctest::Approx(0.9));
+  }
+
+  TEST_CASE("invalid hyperparameters are refused with the name of the field") {
+    CHECK_THROWS_WITH_AS(reprosgd::Sgd{{.lr = 0.0f}}.check(), "reprosgd::Sgd: lr must be a finite number > 0, got 0",
+                         reprosgd::config_error);
+    CHECK_THROWS_WITH_AS(reprosgd::Sgd{{.lr = -1.0f}}.check(), "reprosgd::Sgd: lr must be a finite number > 0, got -1",
+                         reprosgd::config_error);
+    CHECK_THROWS_WITH_AS(reprosgd::Sgd{{.lr = NAN}}.check(), "reprosgd::Sgd: lr must be a finite number > 0, got nan",
+                         reprosgd::config_error);
+    const reprosgd::Sgd momentum1{{.lr = 0.1f, .momentum = 1.0f}};
+    CHECK_THROWS_WITH_AS(momentum1.check(),
+                         "reprosgd::Sgd: momentum must be in [0, 1), got 1", reprosgd::config_error);
+    const reprosgd::Sgd nesterov0{{.lr = 0.1f, .nesterov = true}};
+    CHECK_THROWS_WITH_AS(nesterov0.check(), "reprosgd::Sgd: nesterov needs momentum > 0",
+                         reprosgd::config_error);
+    CHECK_THROWS_WITH_AS(reprosgd::Adam{{.beta2 = 1.0f}}.check(), "reprosgd::Adam: beta2 must be in [0, 1), got 1",
+                         reprosgd::config_error);
+    CHECK_THROWS_WITH_AS(reprosgd::AdamW{{.weight_decay = -1.0f}}.check(),
+                         "reprosgd::AdamW: weight_decay must be a finite number >= 0, got -1", reprosgd::config_error);
+  }
+
+  TEST_CASE("schedules") {
+    reprosgd::Schedule constant;
+    CHECK(constant.factor(12345) == 1.0);
+    reprosgd::Schedule step{.kind = reprosgd::ScheduleKind::step, .step_size = 10, .gamma = 0.5};
+    CHECK(step.factor(9) == 1.0);
+    CHECK(step.factor(10) == 0.5);
+    CHECK(step.factor(35) == 0.125);
+    reprosgd::Schedule cosine{.kind = reprosgd::ScheduleKind::cosine, .warmup_steps = 10, .total_steps = 110};
+    cosine.check();
+    CHECK(cosine.factor(0) == 0.1);
+    CHECK(cosine.factor(9) == 1.0);
+    CHECK(cosine.factor(10) == 1.0);
+    CHECK(cosine.factor(60) == doctest::Approx(0.5).epsilon(1e-15));
+    CHECK(cosine.factor(110) == 0.0);
+    CHECK(cosine.factor(500) == 0.0);
+    CHECK(cosine.lr(0.1f, 60) == static_cast<float>(0.1f * cosine.factor(60)));
+    reprosgd::Schedule bad{.kind = reprosgd::ScheduleKind::cosine, .warmup_steps = 10, .total_steps = 10};
+    CHECK_THROWS_WITH_AS(bad.check(), "reprosgd::Schedule: total_steps (10) must exceed warmup_steps (10)",
+                         reprosgd::config_error);
+    reprosgd::Schedule bad_step{.kind = reprosgd::ScheduleKind::step, .step_size = 0};
+    CHECK_THROWS_WITH_AS(bad_step.check(), "reprosgd::Schedule: step_size must be > 0, got 0", reprosgd::config_error);
+  }
+}

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file Exact reduction: order-free bits, accuracy against a quad-precision reference, edge cases.
+#include <doctest/doctest.h>
+
+#include <reprosgd/parallel/serial.hpp>
+#include <reprosgd/reduction/exact.hpp>
+#include <reprosgd/testing/doctest_helpers.hpp>
+
+#include <support/exec_spaces.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+namespace {
+
+using Rows = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace>;
+using Sum = Kokkos::View<float*, Kokkos::HostSpace>;
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+// A value in [-1, 1) times 2^e, e drawn from [lo, hi].
+float draw(std::uint64_t key, int lo, int hi) {
+  const std::uint64_t h = mix(key);
+  const float u = static_cast<float>(h >> 40) * 0x1p-24f * 2.0f - 1.0f;
+  const int e = lo + static_cast<int>((h >> 8) % static_cast<std::uint64_t>(hi - lo + 1));
+  return std::ldexp(u, e);
+}
+
+template <class Space>
+Sum reduce(const Rows& rows, bool* finite = nullptr) {
+  reprosgd::Serial<Space> par;
+  reprosgd::Exact exact;
+  Sum sum("sum", rows.extent(1));
+  const auto r = exact.reduce(par, rows, static_cast<long>(rows.extent(0)), sum);
+  if (finite) *finite = r.finite;
+  return sum;
+}
+
+Rows make_rows(long m, long n, int lo, int hi, std::uint64_t seed) {
+  Rows rows("rows", m, n);
+  for (long u = 0; u < m; ++u)
+    for (long i = 0; i < n; ++i) rows(u, i) = draw(seed * 1000003u + static_cast<std::uint64_t>(u * n + i), lo, hi);
+  return rows;
+}
+
+Rows permuted(const Rows& rows, const std::vector<long>& perm) {
+  Rows out("perm", rows.extent(0), rows.extent(1));
+  for (std::size_t u = 0; u < perm.size(); ++u)
+    for (std::size_t i = 0; i < rows.extent(1); ++i) out(u, i) = rows(perm[u], i);
+  return out;
+}
+
+}  // namespace
+
+TEST_SUITE("reduction/exact") {
+  TEST_CASE_TEMPLATE_DEFINE("the sum does not depend on the order of the rows", Space, exact_order_id) {
+    const Rows rows = make_rows(13, 3000, -40, 40, 1);
+    const Sum ref = reduce<Space>(rows);
+    std::vector<long> perm(13);
+    std::iota(perm.begin(), perm.end(), 0L);
+    for (int trial = 0; trial < 5; ++trial) {
+      std::rotate(perm.begin(), perm.begin() + 3, perm.end());
+      std::swap(perm[trial], perm[12 - trial]);
+      REPROSGD_CHECK_BITWISE_EQUAL(reduce<Space>(permuted(rows, perm)), ref);
+    }
+  }
+  TEST_CASE_TEMPLATE_APPLY(exact_order_id, reprosgd_test::host_spaces);
+
+  TEST_CASE_TEMPLATE_DEFINE("every backend gives the same bits", Space, exact_backend_id) {
+    const Rows rows = make_rows(8, 5000, -100, 100, 2);
+    REPROSGD_CHECK_BITWISE_EQUAL(reduce<Space>(rows), reduce<Kokkos::Serial>(rows));
+  }
+  TEST_CASE_TEMPLATE_APPLY(exact_backend_id, reprosgd_test::host_spaces);
+
+  TEST_CASE("accuracy against a quad-precision reference") {
+    // Rows of similar magnitude (a block's values within 2^20 of each other): the result is the
+    // correctly rounded sum, up to one ulp from the double step of the conversion back.
+    const long m = 16, n = 20000;
+    const Rows rows = make_rows(m, n, -10, 10, 3);
+    const Sum sum = reduce<Kokkos::Serial>(rows);
+    double max_ulps = 0.0;
+    for (long i = 0; i < n; ++i) {
+      __float128 ref = 0;
+      for (long u = 0; u < m; ++u) ref += static_cast<__float128>(rows(u, i));
+      const float rf = static_cast<float>(ref);
+      const double ulp = std::nextafter(std::fabs(rf), std::numeric_limits<float>::infinity()) - std::fabs(rf);
+      const double err = std::fabs(static_cast<double>(sum(i)) - static_cast<double>(ref));
+      // Cancellation can make the sum tiny next to the block's largest value: the fixed-point grid
+      // (2^-58 of that value for 16 rows) bounds the error then.
+      float block_max = 0.0f;
+      const long lo = (i / reprosgd::Exact::block_size) * reprosgd::Exact::block_size;
+      for (long u = 0; u < m; ++u)
+        for (long j = lo; j < std::min(n, lo + reprosgd::Exact::block_size); ++j)
+          block_max = std::max(block_max, std::fabs(rows(u, j)));
+      CHECK(err <= ulp + std::ldexp(static_cast<double>(block_max), -56));
+      if (ulp > 0) max_ulps = std::max(max_ulps, err / ulp);
+    }
+    MESSAGE("max error of Exact against the quad-precision sum: " << max_ulps << " ulp");
+  }
+
+  TEST_CASE("extreme magnitudes, subnormals and zeros") {
+    Rows rows("rows", 3, 4);
+    // column 0: 1e30 next to 1e-30 in the same block: the tiny value is below the grid and vanishes.
+    rows(0, 0) = 1e30f;
+    rows(1, 0) = 1e-30f;
+    rows(2, 0) = 1e30f;
+    // column 1: subnormals only (their block has only tiny values... but shares the block with 1e30).
+    rows(0, 1) = std::numeric_limits<float>::denorm_min();
+    rows(1, 1) = std::numeric_limits<float>::denorm_min();
+    rows(2, 1) = -std::numeric_limits<float>::denorm_min();
+    // columns 2, 3: zeros, one negative zero
+    rows(0, 2) = -0.0f;
+    const Sum s = reduce<Kokkos::Serial>(rows);
+    CHECK(s(0) == 2e30f);
+    CHECK(s(1) == 0.0f);  // 2^-149 is far below the grid of a block whose largest value is 1e30
+    CHECK(s(2) == 0.0f);
+    CHECK(!std::signbit(s(2)));  // the integer grid has one zero
+    CHECK(s(3) == 0.0f);
+
+    // A block of subnormals alone is summed exactly.
+    Rows sub("sub", 4, 1);
+    for (long u = 0; u < 4; ++u) sub(u, 0) = std::numeric_limits<float>::denorm_min() * static_cast<float>(u + 1);
+    CHECK(reduce<Kokkos::Serial>(sub)(0) == std::numeric_limits<float>::denorm_min() * 10.0f);
+
+    // The largest floats do not overflow the integer grid: headroom bits cover M rows.
+    Rows big("big", 4, 1);
+    for (long u = 0; u < 4; ++u) big(u, 0) = std::numeric_limits<float>::max() / 8.0f;
+    CHECK(reduce<Kokkos::Serial>(big)(0) == std::numeric_limits<float>::max() / 2.0f);
+  }
+
+  TEST_CASE("NaN or Inf in any row is reported") {
+    for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                      -std::numeric_limits<float>::infinity()}) {
+      Rows rows = make_rows(5, 700, -5, 5, 4);
+      rows(3, 611) = bad;
+      bool finite = true;
+      (void)reduce<Kokkos::Serial>(rows, &finite);
+      CHECK_FALSE(finite);
+    }
+    bool finite = false;
+    (void)reduce<Kokkos::Serial>(make_rows(5, 700, -5, 5, 4), &finite);
+    CHECK(finite);
+  }
+
+  TEST_CASE("shape errors") {
+    reprosgd::Serial<Kokkos::Serial> par;
+    reprosgd::Exact exact;
+    Rows rows("rows", 2, 10);
+    Sum sum("sum", 9);
+    CHECK_THROWS_WITH_AS(exact.reduce(par, rows, 2, sum), "reprosgd::Exact::reduce: sum has 9 elements, rows have 10",
+                         reprosgd::config_error);
+  }
+}

@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file Trainer: backend independence, split runs equal whole runs, learning, callbacks, errors.
+#include <doctest/doctest.h>
+
+#include <reprosgd/data/synthetic.hpp>
+#include <reprosgd/nn/activation.hpp>
+#include <reprosgd/nn/dense.hpp>
+#include <reprosgd/nn/dropout.hpp>
+#include <reprosgd/nn/sequential.hpp>
+#include <reprosgd/optim/adam.hpp>
+#include <reprosgd/optim/sgd.hpp>
+#include <reprosgd/testing/fingerprint.hpp>
+#include <reprosgd/trainer.hpp>
+
+#include <support/exec_spaces.hpp>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace {
+
+using Data = reprosgd::Dataset<Kokkos::HostSpace>;
+
+const reprosgd::TrainTest<Kokkos::HostSpace>& data() {
+  // Created once and deliberately never destroyed: Views must not outlive Kokkos::finalize().
+  static const auto* d = new reprosgd::TrainTest<Kokkos::HostSpace>(reprosgd::make_synthetic_train_test(5, 1024, 256, 784, 10, {.separation = 0.2f}));
+  return *d;
+}
+
+auto small_model() {
+  using namespace reprosgd;
+  return Sequential{Dense{784, 32}, ReLU{}, Dropout{0.25f}, Dense{32, 16}, Tanh{}, Dense{16, 10}};
+}
+
+reprosgd::TrainerOptions small_options() {
+  reprosgd::TrainerOptions o;
+  o.global_batch = 64;
+  o.micro_batch = 16;
+  o.steps = 40;
+  o.seed = 11;
+  o.schedule = {.kind = reprosgd::ScheduleKind::cosine, .warmup_steps = 5};
+  return o;
+}
+
+template <class Space, class Opt>
+reprosgd::Fingerprint train_fingerprint(const Opt& opt, reprosgd::TrainerOptions o = small_options()) {
+  reprosgd::Trainer<reprosgd::Serial<Space>> trainer(o);
+  auto model = small_model();
+  auto state = trainer.start(model, opt);
+  trainer.fit(model, opt, state, data().train);
+  return reprosgd::fingerprint(model, state.optimizer);
+}
+
+struct StopAt {
+  std::uint64_t step;
+  std::uint64_t seen = 0;
+  bool on_step_end(const reprosgd::StepMetrics& m) {
+    seen = m.step;
+    return m.step + 1 == step;
+  }
+};
+
+struct CountEpochs {
+  int epochs = 0;
+  double last_accuracy = 0.0;
+  bool on_epoch_end(const reprosgd::EpochMetrics& m) {
+    ++epochs;
+    last_accuracy = m.test.accuracy;
+    return false;
+  }
+};
+
+}  // namespace
+
+TEST_SUITE("trainer") {
+  TEST_CASE_TEMPLATE_DEFINE("every backend trains the same bits (Adam, dropout, cosine, shuffle)", Space, backend_id) {
+    const reprosgd::Adam adam{{.lr = 2e-3f}};
+    CHECK(train_fingerprint<Space>(adam) == train_fingerprint<Kokkos::Serial>(adam));
+    const reprosgd::Sgd sgd{{.lr = 0.05f, .momentum = 0.9f, .nesterov = true, .weight_decay = 1e-4f}};
+    CHECK(train_fingerprint<Space>(sgd) == train_fingerprint<Kokkos::Serial>(sgd));
+  }
+  TEST_CASE_TEMPLATE_APPLY(backend_id, reprosgd_test::host_spaces);
+
+  TEST_CASE("the same program twice gives the same bits; another seed does not") {
+    const reprosgd::AdamW adamw{{.lr = 1e-3f, .weight_decay = 0.01f}};
+    const auto a = train_fingerprint<Kokkos::DefaultExecutionSpace>(adamw);
+    CHECK(a == train_fingerprint<Kokkos::DefaultExecutionSpace>(adamw));
+    auto o = small_options();
+    o.seed = 12;
+    CHECK_FALSE(a == train_fingerprint<Kokkos::DefaultExecutionSpace>(adamw, o));
+  }
+
+  TEST_CASE("stopping and continuing with the same state equals one uninterrupted run") {
+    using Space = Kokkos::DefaultExecutionSpace;
+    const reprosgd::Adam adam{{.lr = 2e-3f}};
+    reprosgd::Trainer<reprosgd::Serial<Space>> trainer(small_options());
+    auto model = small_model();
+    auto state = trainer.start(model, adam);
+    StopAt stop{23};
+    const auto first = trainer.fit(model, adam, state, data().train, stop);
+    CHECK(first.stopped_early);
+    CHECK(state.step == 23);
+    const auto second = trainer.fit(model, adam, state, data().train);
+    CHECK(second.steps == 40);
+    CHECK(reprosgd::fingerprint(model, state.optimizer) == train_fingerprint<Space>(adam));
+  }
+
+  TEST_CASE("training learns: test accuracy far above chance on the synthetic set") {
+    auto o = small_options();
+    o.steps = 0;
+    o.epochs = 3;
+    o.schedule = {};
+    reprosgd::Trainer<reprosgd::Serial<>> trainer(o);
+    auto model = small_model();
+    const reprosgd::Adam adam{{.lr = 2e-3f}};
+    auto state = trainer.start(model, adam);
+    CountEpochs epochs;
+    const auto r = trainer.fit(model, adam, state, data().train, &data().test, epochs);
+    CHECK(epochs.epochs == 3);
+    CHECK(r.epochs == 3);
+    CHECK(r.last_epoch.evaluated);
+    MESSAGE("synthetic test accuracy after 3 epochs: " << epochs.last_accuracy);
+    CHECK(epochs.last_accuracy > 0.5);
+    const auto e = trainer.evaluate(model, data().test);
+    CHECK(e.count == 256);
+    CHECK(e.accuracy == epochs.last_accuracy);
+  }
+
+  TEST_CASE("bad configurations are refused before any work, with the reason") {
+    auto o = small_options();
+    o.global_batch = 100;
+    o.micro_batch = 16;
+    auto make = [](const reprosgd::TrainerOptions& opts) { reprosgd::Trainer<reprosgd::Serial<>> t(opts); };
+    CHECK_THROWS_WITH_AS(make(o),
+                         "reprosgd::Trainer: global batch 100 is not divisible by micro-batch 16", reprosgd::config_error);
+    CHECK(reprosgd::Trainer<reprosgd::Serial<>>::check(o) == reprosgd::errc::invalid_configuration);
+    CHECK_FALSE(reprosgd::Trainer<reprosgd::Serial<>>::check(small_options()));
+    o = small_options();
+    o.micro_batch = 0;
+    CHECK_THROWS_WITH_AS(make(o), "reprosgd::Trainer: micro_batch must be > 0, got 0",
+                         reprosgd::config_error);
+
+    reprosgd::Trainer<reprosgd::Serial<>> trainer(small_options());
+    reprosgd::Sequential wrong{reprosgd::Dense{100, 10}};
+    const reprosgd::Sgd sgd{{.lr = 0.1f}};
+    auto state = trainer.start(wrong, sgd);
+    CHECK_THROWS_WITH_AS(trainer.fit(wrong, sgd, state, data().train),
+                         "reprosgd::Trainer: the train data has 784 features but the model's first layer expects 100",
+                         reprosgd::config_error);
+    auto model = small_model();
+    const reprosgd::Sgd bad{{.lr = 0.0f}};
+    CHECK_THROWS_WITH_AS((void)trainer.start(model, bad), "reprosgd::Sgd: lr must be a finite number > 0, got 0",
+                         reprosgd::config_error);
+    auto o2 = small_options();
+    o2.global_batch = 2048;
+    o2.micro_batch = 16;
+    reprosgd::Trainer<reprosgd::Serial<>> big(o2);
+    auto s2 = big.start(model, sgd);
+    CHECK_THROWS_WITH_AS(big.fit(model, sgd, s2, data().train),
+                         "reprosgd::Trainer::fit: the training set has 1024 samples, fewer than one global batch of 2048",
+                         reprosgd::config_error);
+  }
+
+  TEST_CASE("a diverging run stops with the step where it diverged") {
+    auto o = small_options();
+    o.schedule = {};
+    reprosgd::Trainer<reprosgd::Serial<>> trainer(o);
+    auto model = small_model();
+    const reprosgd::Sgd sgd{{.lr = 1e30f}};
+    auto state = trainer.start(model, sgd);
+    try {
+      trainer.fit(model, sgd, state, data().train);
+      FAIL("no numerics_error");
+    } catch (const reprosgd::numerics_error& e) {
+      const std::string what = e.what();
+      CHECK(what.find("reprosgd::Trainer::fit: step " + std::to_string(e.step())) == 0);
+      CHECK(what.find("training diverged") != std::string::npos);
+      CHECK(e.step() >= 1);
+      CHECK(state.step == static_cast<std::uint64_t>(e.step()));  // the bad step was not applied
+    }
+  }
+
+  TEST_CASE("NaN in the data is refused") {
+    auto bad = reprosgd::make_synthetic_classification(5, 128, 784, 10);
+    bad.features(17, 3) = std::numeric_limits<float>::quiet_NaN();
+    reprosgd::Trainer<reprosgd::Serial<>> trainer(small_options());
+    auto model = small_model();
+    const reprosgd::Sgd sgd{{.lr = 0.1f}};
+    auto state = trainer.start(model, sgd);
+    CHECK_THROWS_WITH_AS(trainer.fit(model, sgd, state, bad), "reprosgd::validate_finite: NaN in sample 17, feature 3",
+                         reprosgd::data_error);
+  }
+}
