@@ -2,6 +2,8 @@
 /// @file The one place where differences between Kokkos 3.4 and Kokkos 4.x/5.x are absorbed.
 #pragma once
 
+#include <reprosgd/version.hpp>
+
 #include <Kokkos_Core.hpp>
 
 #include <string>
@@ -15,7 +17,8 @@
 #error "reprosgd: Kokkos 3.4 or newer is required"
 #endif
 
-namespace reprosgd::detail {
+REPROSGD_BEGIN_NAMESPACE
+namespace detail {
 
 /// True when ExecSpace runs on the host and can read HostSpace memory directly.
 template <class ExecSpace>
@@ -65,4 +68,5 @@ inline void initialize(int threads) {
 /// Kokkos::ScopeGuard's constructor signature changed between 3.x and 4.x; both accept argc/argv.
 using scope_guard = Kokkos::ScopeGuard;
 
-}  // namespace reprosgd::detail
+}  // namespace detail
+REPROSGD_END_NAMESPACE

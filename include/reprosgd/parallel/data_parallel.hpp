@@ -164,7 +164,7 @@ class DataParallel {
   template <class View>
     requires detail::HostVectorOf<View, std::int64_t>
   void allreduce_sum(const View& values) const {
-    allreduce_in_place(values, MPI_MAX, "reprosgd::DataParallel::allreduce_sum");
+    allreduce_in_place(values, MPI_SUM, "reprosgd::DataParallel::allreduce_sum");
   }
 
   /**

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <reprosgd/concepts/reduction.hpp>
-#include <reprosgd/parallel/serial.hpp>
 #include <reprosgd/error.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -105,14 +104,15 @@ class Exact {
           exps(b) = e;
         });
     space.fence();
-    Kokkos::deep_copy(exps_host, Kokkos::subview(exps, Kokkos::make_pair(0L, nblocks)));
+    const auto blocks = Kokkos::make_pair(0L, nblocks);
+    const auto elems = Kokkos::make_pair(0L, n);
+    Kokkos::deep_copy(Kokkos::subview(exps_host, blocks), Kokkos::subview(exps, blocks));
     // 2. Agree on it across ranks (integer max: exact in any order).
-    par.allreduce_max(Kokkos::subview(exps_host, Kokkos::make_pair(0L, nblocks)));
+    par.allreduce_max(Kokkos::subview(exps_host, blocks));
     bool finite = true;
     for (long b = 0; b < nblocks; ++b) finite = finite && exps_host(b) != 255;
     if (!finite) return {false};
-    Kokkos::deep_copy(Kokkos::subview(exps, Kokkos::make_pair(0L, nblocks)),
-                      Kokkos::subview(exps_host, Kokkos::make_pair(0L, nblocks)));
+    Kokkos::deep_copy(Kokkos::subview(exps, blocks), Kokkos::subview(exps_host, blocks));
 
     // 3. Quantise onto the block's grid and add this rank's rows as integers.
     const int headroom = static_cast<int>(std::bit_width(static_cast<unsigned long>(total_micro_batches - 1)));
@@ -129,19 +129,34 @@ class Exact {
     space.fence();
     // 4. Integer sum across ranks: exact, so independent of the MPI algorithm.
     if (par.size() > 1) {
-      Kokkos::deep_copy(ws.acc_host, Kokkos::subview(acc, Kokkos::make_pair(0L, n)));
-      par.allreduce_sum(Kokkos::subview(ws.acc_host, Kokkos::make_pair(0L, n)));
-      Kokkos::deep_copy(Kokkos::subview(acc, Kokkos::make_pair(0L, n)), ws.acc_host);
+      if constexpr (std::is_same_v<mem, Kokkos::HostSpace>) {
+        par.allreduce_sum(Kokkos::subview(acc, elems));
+      } else {
+        Kokkos::deep_copy(Kokkos::subview(ws.acc_host, elems), Kokkos::subview(acc, elems));
+        par.allreduce_sum(Kokkos::subview(ws.acc_host, elems));
+        Kokkos::deep_copy(Kokkos::subview(acc, elems), Kokkos::subview(ws.acc_host, elems));
+      }
     }
-    // 5. Back to float, once.
-    Kokkos::parallel_for(
-        "reprosgd::Exact::dequantise", Kokkos::RangePolicy<exec>(space, 0, n), KOKKOS_LAMBDA(const long i) {
+    // 5. Back to float, once. A finite sum too large for a float (every rank holds the same integer
+    //    total, so every rank sees it) is reported like a NaN, never converted (that is UB).
+    long overflowed = 0;
+    Kokkos::parallel_reduce(
+        "reprosgd::Exact::dequantise", Kokkos::RangePolicy<exec>(space, 0, n),
+        KOKKOS_LAMBDA(const long i, long& bad) {
           const std::int32_t e = exps(i / block_size);
           const int shift = 188 - headroom - (e > 0 ? e : 1);
-          sum(i) = static_cast<float>(static_cast<double>(acc(i)) * detail::pow2(-shift));
-        });
+          const double v = static_cast<double>(acc(i)) * detail::pow2(-shift);
+          constexpr double limit = 3.4028235677973366e38;  // FLT_MAX rounded up: larger rounds to inf
+          if (v >= limit || v <= -limit) {
+            ++bad;
+            sum(i) = 0.0f;
+          } else {
+            sum(i) = static_cast<float>(v);
+          }
+        },
+        overflowed);  // an integer count: exact in any order
     space.fence();
-    return {true};
+    return {overflowed == 0};
   }
 
  private:
@@ -180,7 +195,5 @@ class Exact {
   Workspace<Kokkos::HostSpace> host_ws_;
   Workspace<typename Kokkos::DefaultExecutionSpace::memory_space> device_ws_;
 };
-
-static_assert(Reduction<Exact, Serial<>>);
 
 REPROSGD_END_NAMESPACE

@@ -151,6 +151,26 @@ TEST_SUITE("reduction/exact") {
     CHECK(finite);
   }
 
+  TEST_CASE("a finite sum too large for a float is reported, not turned into Inf") {
+    Rows rows("rows", 4, 3);
+    for (long u = 0; u < 4; ++u) rows(u, 1) = std::numeric_limits<float>::max();
+    bool finite = true;
+    (void)reduce<Kokkos::Serial>(rows, &finite);
+    CHECK_FALSE(finite);
+  }
+
+  TEST_CASE("one Exact object serves vectors of different sizes") {
+    reprosgd::Serial<Kokkos::Serial> par;
+    reprosgd::Exact exact;
+    const Rows big = make_rows(3, 1000, -3, 3, 9), small = make_rows(3, 10, -3, 3, 10);
+    Sum s_big("s", 1000), s_small("s", 10);
+    CHECK(exact.reduce(par, big, 3, s_big).finite);
+    CHECK(exact.reduce(par, small, 3, s_small).finite);
+    REPROSGD_CHECK_BITWISE_EQUAL(s_small, reduce<Kokkos::Serial>(small));
+    CHECK(exact.reduce(par, big, 3, s_big).finite);
+    REPROSGD_CHECK_BITWISE_EQUAL(s_big, reduce<Kokkos::Serial>(big));
+  }
+
   TEST_CASE("shape errors") {
     reprosgd::Serial<Kokkos::Serial> par;
     reprosgd::Exact exact;
