@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <sstream>
@@ -41,6 +42,7 @@ struct Config {
   std::string backend = "default";
   int threads = 0;
   std::string metrics;
+  std::string test_data;
   long train_samples = 0;
   long test_samples = 0;
   long synthetic_train = 12000;
@@ -49,6 +51,12 @@ struct Config {
 };
 
 // Exit codes by error kind, so scripts can tell a typo from a diverging run.
+// Messages of train_mlp's own checks already start with "train_mlp: "; print that prefix once.
+const char* without_prefix(const char* what) {
+  const char prefix[] = "train_mlp: ";
+  return std::strncmp(what, prefix, sizeof prefix - 1) == 0 ? what + sizeof prefix - 1 : what;
+}
+
 int exit_code(const reprosgd::error& e) {
   switch (e.code()) {
     case reprosgd::errc::invalid_configuration: return 2;
@@ -97,7 +105,15 @@ auto make_mlp(const std::vector<int>& w, reprosgd::Activation act, float p) {
 reprosgd::TrainTest<Kokkos::HostSpace> load_data(const Config& c, bool say) {
   using namespace reprosgd;
   TrainTest<Kokkos::HostSpace> d;
-  if (c.data == "synthetic" || (c.data == "fashion-mnist" && !fashion_mnist_available())) {
+  const bool csv = c.data.size() > 4 && c.data.compare(c.data.size() - 4, 4, ".csv") == 0;
+  if (csv) {
+    // Non-finite values are read so that validate_finite can name the sample and feature.
+    CsvOptions o;
+    o.num_classes = parse_layers(c.layers).back();
+    o.allow_non_finite = true;
+    d.train = read_csv_dataset(c.data, o);
+    d.test = c.test_data.empty() ? d.train : read_csv_dataset(c.test_data, o);
+  } else if (c.data == "synthetic" || (c.data == "fashion-mnist" && !fashion_mnist_available())) {
     if (c.data != "synthetic" && say)
       std::printf("Fashion-MNIST not found in %s: using the built-in synthetic data set\n", default_fashion_mnist_dir);
     d = make_synthetic_train_test(c.seed, static_cast<std::size_t>(c.synthetic_train),
@@ -192,7 +208,8 @@ int run(const Config& c) {
 int main(int argc, char** argv) {
   Config c;
   CLI::App app{"Train an MLP with ReproSGD; the last line is the fingerprint of the trained model."};
-  app.add_option("--data", c.data, "fashion-mnist | synthetic | DIR with IDX files");
+  app.add_option("--data", c.data, "fashion-mnist | synthetic | DIR with IDX files | FILE.csv");
+  app.add_option("--test-data", c.test_data, "with --data FILE.csv: the test set's CSV (default: the training file)");
   app.add_option("--layers", c.layers, "widths, input first: 784,256,128,10");
   app.add_option("--activation", c.activation)->check(CLI::IsMember({"relu", "tanh", "sigmoid"}));
   app.add_option("--dropout", c.dropout, "dropout probability after each hidden layer");
@@ -231,7 +248,7 @@ int main(int argc, char** argv) {
   try {
     rc = run(c);
   } catch (const reprosgd::error& e) {
-    std::fprintf(stderr, "train_mlp: error: %s\n", e.what());
+    std::fprintf(stderr, "train_mlp: error: %s\n", without_prefix(e.what()));
     rc = exit_code(e);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_mlp: error: %s\n", e.what());

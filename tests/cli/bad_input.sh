@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# bad_input.sh TRAIN_MLP — every kind of bad input gives its exit code and its one-line message.
+set -uo pipefail
+exe=$1
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+export OMP_PROC_BIND=false
+fails=0 cases=0
+# expect CODE MESSAGE-SUBSTRING ARGS...
+expect() {
+  local code=$1 msg=$2; shift 2
+  cases=$((cases + 1))
+  "$exe" "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+  local err; err=$(cat "$tmp/err")
+  if [ $rc -ne "$code" ] || [[ "$err" != *"$msg"* ]] || grep -q '^fingerprint' "$tmp/out" || [ "$(wc -l <"$tmp/err")" -ne 1 ]; then
+    echo "FAIL: train_mlp $* -> exit $rc (want $code), stderr: $err (want: $msg)"; fails=$((fails + 1))
+  else
+    echo "ok   exit $rc: $err"
+  fi
+}
+# be32 N: four big-endian bytes
+be32() { printf "\\x$(printf %02x $(($1 >> 24 & 255)))\\x$(printf %02x $(($1 >> 16 & 255)))\\x$(printf %02x $(($1 >> 8 & 255)))\\x$(printf %02x $(($1 & 255)))"; }
+# idx_set DIR N_IMAGES N_LABELS: a tiny valid IDX set of 28x28 images (all files, train and test)
+idx_set() {
+  local d=$1 ni=$2 nl=$3
+  mkdir -p "$d"
+  for part in train t10k; do
+    { be32 $((0x803)); be32 "$ni"; be32 28; be32 28; head -c $((ni * 784)) /dev/zero; } >"$d/$part-images-idx3-ubyte"
+    { be32 $((0x801)); be32 "$nl"; head -c "$nl" /dev/zero; } >"$d/$part-labels-idx1-ubyte"
+  done
+}
+small=(--layers 784,16,10 --batch 8 --micro-batch 4 --steps 2 --quiet)
+
+expect 5 "not found" --data "$tmp/missing" "${small[@]}"
+idx_set "$tmp/badmagic" 16 16; { be32 $((0x12345678)); be32 16; be32 28; be32 28; } >"$tmp/badmagic/train-images-idx3-ubyte"
+expect 3 "bad magic 0x12345678" --data "$tmp/badmagic" "${small[@]}"
+idx_set "$tmp/truncated" 16 16; head -c 5000 "$tmp/truncated/t10k-images-idx3-ubyte" >"$tmp/t" && mv "$tmp/t" "$tmp/truncated/train-images-idx3-ubyte"
+expect 3 "truncated" --data "$tmp/truncated" "${small[@]}"
+idx_set "$tmp/mismatch" 16 15
+expect 3 "16" --data "$tmp/mismatch" "${small[@]}"
+expect 2 "features but the model's first layer expects 100" --data synthetic --synthetic-train 64 --synthetic-test 16 --layers 100,10 --batch 8 --micro-batch 4 --steps 2
+expect 2 "lr must be a finite number > 0, got 0" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --lr 0
+expect 2 "global batch 100 is not divisible by micro-batch 16" --data synthetic --synthetic-train 256 --synthetic-test 16 --layers 784,16,10 --batch 100 --micro-batch 16 --steps 2
+printf '0.5,0.25,1\nnan,0.5,0\n0.1,0.2,1\n0.3,0.4,0\n' >"$tmp/nan.csv"
+expect 3 "NaN in sample 1, feature 0" --data "$tmp/nan.csv" --layers 2,4,2 --batch 2 --micro-batch 1 --steps 2 --quiet
+printf '0.5,0.25,1\n0.5,abc,0\n' >"$tmp/abc.csv"
+expect 3 "line 2, column 2" --data "$tmp/abc.csv" --layers 2,4,2 --batch 2 --micro-batch 1 --steps 2 --quiet
+expect 4 "training diverged" --data synthetic --synthetic-train 256 --synthetic-test 16 --layers 784,16,10 --batch 8 --micro-batch 4 --steps 20 --quiet --optimizer sgd --lr 1e30
+expect 2 "--backend" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --backend cuda
+expect 2 "--optimizer" --data synthetic "${small[@]}" --optimizer rmsprop
+expect 2 "Dropout: p must be in [0, 1), got 1.5" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --dropout 1.5
+echo "$((cases - fails)) passed, $fails failed"
+[ $fails -eq 0 ]
