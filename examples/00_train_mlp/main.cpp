@@ -5,6 +5,11 @@
 /// --backend and compiler (and, with MPI, any rank count). On an error: one line on standard error
 /// and a non-zero exit code (2 usage/configuration, 3 data, 4 numerics, 5 I/O, 1 anything else).
 #include <reprosgd/reprosgd.hpp>
+#include <reprosgd/reduction/native.hpp>
+#if REPROSGD_HAS_MPI
+#include <reprosgd/parallel/data_parallel.hpp>
+#include <reprosgd/parallel/mpi_environment.hpp>
+#endif
 
 #include <CLI/CLI.hpp>
 
@@ -48,7 +53,29 @@ struct Config {
   long synthetic_train = 12000;
   long synthetic_test = 2000;
   bool quiet = false;
+  std::string reduction = "exact";
 };
+
+// This process's rank (0 without MPI): only rank 0 prints progress and the fingerprint.
+int world_rank() {
+#if REPROSGD_HAS_MPI
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+#else
+  return 0;
+#endif
+}
+
+// The parallelism policy: data-parallel over MPI_COMM_WORLD when built with MPI (one rank is the
+// serial case), Serial otherwise. Both give the same bits with the Exact reduction.
+#if REPROSGD_HAS_MPI
+template <class Space, class Red>
+using Policy = reprosgd::DataParallel<Space, Red>;
+#else
+template <class Space, class Red>
+using Policy = reprosgd::Serial<Space, Red>;
+#endif
 
 // Exit codes by error kind, so scripts can tell a typo from a diverging run.
 // Messages of train_mlp's own checks already start with "train_mlp: "; print that prefix once.
@@ -83,8 +110,8 @@ std::vector<int> parse_layers(const std::string& text) {
       throw reprosgd::config_error("train_mlp: --layers: '" + item + "' is not a positive integer");
     widths.push_back(w);
   }
-  if (widths.size() < 2 || widths.size() > 6)
-    throw reprosgd::config_error("train_mlp: --layers needs 2 to 6 widths (input, hidden..., output), got " +
+  if (widths.size() < 2 || widths.size() > 5)
+    throw reprosgd::config_error("train_mlp: --layers needs 2 to 5 widths (input, hidden..., output), got " +
                                  std::to_string(widths.size()));
   return widths;
 }
@@ -134,7 +161,7 @@ reprosgd::TrainTest<Kokkos::HostSpace> load_data(const Config& c, bool say) {
   return d;
 }
 
-template <class Space, class Model, class Opt>
+template <class Par, class Model, class Opt>
 int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
   using namespace reprosgd;
   TrainerOptions o;
@@ -151,47 +178,56 @@ int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTes
     o.schedule.kind = ScheduleKind::cosine;
     o.schedule.warmup_steps = c.warmup;
   }
-  Trainer<Serial<Space>> trainer(o);
+  using Space = typename Par::execution_space;
+  Trainer<Par> trainer(o);
+  const int rank = trainer.parallelism().rank();
   auto state = trainer.start(model, opt);
-  if (!c.quiet)
-    std::printf("model %zu parameters, backend %s with %d threads, %ld steps of batch %ld (micro-batch %ld)\n",
-                model.parameter_count(), Space::name(), detail::concurrency(Space()),
-                trainer.total_steps(data.train.size()), c.batch, c.micro_batch);
-  ProgressReporter progress(c.quiet ? 1 : 0);
-  JsonLinesWriter metrics(c.metrics);
+  if (!c.quiet && rank == 0)
+    std::printf("model %zu parameters, %d rank(s) x backend %s with %d threads, %s reduction, %ld steps of batch %ld "
+                "(micro-batch %ld)\n",
+                model.parameter_count(), trainer.parallelism().size(), Space::name(), detail::concurrency(Space()),
+                Par::reduction_type::name(), trainer.total_steps(data.train.size()), c.batch, c.micro_batch);
+  ProgressReporter progress(c.quiet ? 1 : rank);
+  JsonLinesWriter metrics(c.metrics, rank);
   trainer.fit(model, opt, state, data.train, &data.test, progress, metrics);
-  std::printf("fingerprint %s\n", fingerprint(model, state.optimizer).hex().c_str());
+  const std::string fp = fingerprint(model, state.optimizer).hex();
+  if (rank == 0) std::printf("fingerprint %s\n", fp.c_str());
   return 0;
 }
 
-template <class Space, class Model>
+template <class Par, class Model>
 int with_optimizer(const Config& c, Model model, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
   using namespace reprosgd;
-  if (c.optimizer == "sgd") return train<Space>(c, std::move(model), Sgd{{c.lr, c.momentum, c.nesterov, c.weight_decay}}, data);
-  if (c.optimizer == "adam") return train<Space>(c, std::move(model), Adam{{.lr = c.lr, .weight_decay = c.weight_decay}}, data);
-  return train<Space>(c, std::move(model), AdamW{{.lr = c.lr, .weight_decay = c.weight_decay}}, data);
+  if (c.optimizer == "sgd") return train<Par>(c, std::move(model), Sgd{{c.lr, c.momentum, c.nesterov, c.weight_decay}}, data);
+  if (c.optimizer == "adam") return train<Par>(c, std::move(model), Adam{{.lr = c.lr, .weight_decay = c.weight_decay}}, data);
+  return train<Par>(c, std::move(model), AdamW{{.lr = c.lr, .weight_decay = c.weight_decay}}, data);
 }
 
-template <class Space>
-int with_space(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
+template <class Par>
+int with_policy(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
   using namespace reprosgd;
   const std::vector<int> w = parse_layers(c.layers);
   const Activation act = c.activation == "tanh" ? Activation::tanh
                          : c.activation == "sigmoid" ? Activation::sigmoid
                                                      : Activation::relu;
   switch (w.size() - 2) {
-    case 0: return with_optimizer<Space>(c, Sequential<Dense>(Dense{w[0], w[1]}), data);
-    case 1: return with_optimizer<Space>(c, make_mlp<1>(w, act, c.dropout), data);
-    case 2: return with_optimizer<Space>(c, make_mlp<2>(w, act, c.dropout), data);
-    case 3: return with_optimizer<Space>(c, make_mlp<3>(w, act, c.dropout), data);
-    default: return with_optimizer<Space>(c, make_mlp<4>(w, act, c.dropout), data);
+    case 0: return with_optimizer<Par>(c, Sequential<Dense>(Dense{w[0], w[1]}), data);
+    case 1: return with_optimizer<Par>(c, make_mlp<1>(w, act, c.dropout), data);
+    case 2: return with_optimizer<Par>(c, make_mlp<2>(w, act, c.dropout), data);
+    default: return with_optimizer<Par>(c, make_mlp<3>(w, act, c.dropout), data);
   }
+}
+
+template <class Space>
+int with_space(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
+  if (c.reduction == "native") return with_policy<Policy<Space, reprosgd::Native>>(c, data);
+  return with_policy<Policy<Space, reprosgd::Exact>>(c, data);
 }
 
 int run(const Config& c) {
   using namespace reprosgd;
   check_fp_environment();
-  const auto data = load_data(c, !c.quiet);
+  const auto data = load_data(c, !c.quiet && world_rank() == 0);
   if (c.backend == "serial") return with_space<Kokkos::Serial>(c, data);
 #if defined(KOKKOS_ENABLE_OPENMP)
   if (c.backend == "openmp" || c.backend == "default") return with_space<Kokkos::OpenMP>(c, data);
@@ -235,6 +271,8 @@ int main(int argc, char** argv) {
   app.add_option("--synthetic-train", c.synthetic_train, "synthetic data: training samples");
   app.add_option("--synthetic-test", c.synthetic_test, "synthetic data: test samples");
   app.add_flag("--quiet", c.quiet, "print only the fingerprint");
+  app.add_option("--reduction", c.reduction, "exact (rank-independent) | native (float MPI_Allreduce)")
+      ->check(CLI::IsMember({"exact", "native"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -244,14 +282,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   int rc = 1;
-  reprosgd::detail::initialize(c.threads);
+#if REPROSGD_HAS_MPI
+  reprosgd::MpiEnvironment mpi(argc, argv);
+#endif
+  reprosgd::detail::initialize(c.threads, world_rank() != 0);
   try {
     rc = run(c);
   } catch (const reprosgd::error& e) {
     std::fprintf(stderr, "train_mlp: error: %s\n", without_prefix(e.what()));
     rc = exit_code(e);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_mlp: error: %s\n", e.what());
+    std::fprintf(stderr, "train_mlp: error: %s\n", without_prefix(e.what()));
     rc = 1;
   }
   Kokkos::finalize();

@@ -20,7 +20,12 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <reprosgd/testing/fingerprint.hpp>
+
 #include <chrono>
+#include <cstdio>
+#include <exception>
+#include <utility>
 #include <memory>
 #include <type_traits>
 #include <cstdint>
@@ -125,6 +130,32 @@ class Trainer {
     return {opt.template init<memory_space>(model.parameter_count()), 0};
   }
 
+  /**
+   * The configuration that determines the trained bits, as ordered (key, value) text: every layer,
+   * the optimizer's hyperparameters, B, m, seed, shuffling, loss, schedule and the data's shape.
+   * Checkpoints store it and compare it field by field; ranks compare its hash at the start of fit().
+   * The number of steps is not part of it: a run may be continued for longer.
+   */
+  template <class Model, Optimizer Opt, class Data>
+  [[nodiscard]] std::vector<std::pair<std::string, std::string>> describe(const Model& model, const Opt& opt,
+                                                                         const Data& train) const {
+    std::vector<std::pair<std::string, std::string>> d;
+    const auto layers = model.describe();
+    for (std::size_t i = 0; i < layers.size(); ++i) d.emplace_back("layer." + std::to_string(i), layers[i]);
+    d.emplace_back("optimizer", opt.describe());
+    d.emplace_back("global_batch", std::to_string(options_.global_batch));
+    d.emplace_back("micro_batch", std::to_string(options_.micro_batch));
+    d.emplace_back("seed", std::to_string(options_.seed));
+    d.emplace_back("shuffle", options_.shuffle ? "1" : "0");
+    d.emplace_back("loss", options_.loss == LossKind::softmax_cross_entropy ? "softmax_cross_entropy" : "mse");
+    d.emplace_back("schedule", options_.schedule.describe());
+    d.emplace_back("rng", Rng::name());
+    d.emplace_back("reduction", reduction_type::name());
+    d.emplace_back("train_samples", std::to_string(train.size()));
+    d.emplace_back("features", std::to_string(train.feature_count()));
+    return d;
+  }
+
   /// The number of steps in one epoch of `train` (incomplete last batches are dropped).
   [[nodiscard]] long steps_per_epoch(std::size_t train_size) const noexcept {
     return static_cast<long>(train_size) / options_.global_batch;
@@ -147,10 +178,16 @@ class Trainer {
   FitResult fit(Model& model, const Opt& opt, TrainState<Opt, memory_space>& state, const Data& train,
                 const Data* test, Callbacks&... callbacks) {
     const long n_samples = static_cast<long>(train.size());
-    validate_for(model, train, "train");
-    if (test) validate_for(model, *test, "test");
-    validate_finite(par_.space(), train);
-    opt.check();
+    // Checks that can fail on some ranks only are agreed before anyone throws (a rank that threw
+    // alone would leave the others waiting in the next collective).
+    agreed("reprosgd::Trainer::fit", [&] {
+      validate_for(model, train, "train");
+      if (test) validate_for(model, *test, "test");
+      validate_finite(par_.space(), train);
+      if (test) validate_finite(par_.space(), *test);
+      opt.check();
+    });
+    check_same_configuration(describe(model, opt, train), total_steps(train.size()));
     const long B = options_.global_batch, m = options_.micro_batch, M = B / m;
     if (M < par_.size())
       throw config_error("reprosgd::Trainer::fit: " + std::to_string(M) + " micro-batches per step (global batch " +
@@ -272,10 +309,7 @@ class Trainer {
     validate_for(model, data, "evaluation");
     const long n = static_cast<long>(data.size());
     const long m = options_.eval_micro_batch;
-    const long M = (n + m - 1) / m;
-    if (M < par_.size())
-      throw config_error("reprosgd::Trainer::evaluate: " + std::to_string(n) + " samples make " + std::to_string(M) +
-                         " evaluation micro-batches, fewer than " + std::to_string(par_.size()) + " ranks");
+    const long M = (n + m - 1) / m;  // ranks beyond M own no evaluation micro-batch
     ensure_eval_buffers(model, m);
     const MicroBatchRange mine = par_.micro_batch_range(M);
     Kokkos::View<double*, Kokkos::HostSpace> loss("reprosgd::eval_loss", mine.size()), corr("reprosgd::eval_correct", mine.size());
@@ -420,6 +454,46 @@ class Trainer {
     }
     loss = l;
     correct = c;
+  }
+
+  // Run a local check on every rank; if it failed anywhere, throw on every rank: the local error
+  // where it failed, a config_error naming the cause elsewhere.
+  template <class F>
+  void agreed(const char* who, F&& check) {
+    std::exception_ptr local;
+    try {
+      check();
+    } catch (...) {
+      local = std::current_exception();
+    }
+    if (par_.agree(!local)) return;
+    if (local) std::rethrow_exception(local);
+    throw config_error(std::string(who) + ": another rank found invalid input (see its message)");
+  }
+
+  // All ranks must train the same configuration: compare a 64-bit hash of its description with
+  // one integer max all-reduce (the hash and its negation, in 16-bit pieces so negation is exact).
+  void check_same_configuration(const std::vector<std::pair<std::string, std::string>>& config, long total) {
+    if (par_.size() == 1) return;
+    std::string text;
+    for (const auto& [k, v] : config) text += k + "=" + v + "\n";
+    text += "total_steps=" + std::to_string(total) + "\n";
+    const std::uint64_t h = XXH3_64bits(text.data(), text.size());
+    Kokkos::View<std::int32_t*, Kokkos::HostSpace> pieces("reprosgd::config_hash", 8);
+    for (int i = 0; i < 4; ++i) {
+      pieces(i) = static_cast<std::int32_t>((h >> (16 * i)) & 0xFFFFu);
+      pieces(4 + i) = -pieces(i);
+    }
+    par_.allreduce_max(pieces);
+    bool same = true;
+    for (int i = 0; i < 4; ++i) same = same && pieces(i) == -pieces(4 + i);
+    if (!same) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+      throw config_error("reprosgd::Trainer::fit: the ranks do not train the same configuration (layers, optimizer, "
+                         "batch sizes, seed, schedule, data shape or step count differ); this rank's configuration "
+                         "hash is " + std::string(buf) + " (rank " + std::to_string(par_.rank()) + ")");
+    }
   }
 
   template <class C>

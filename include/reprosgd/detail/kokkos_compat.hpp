@@ -51,16 +51,19 @@ KOKKOS_INLINE_FUNCTION float sqrt(float x) {
 #endif
 }
 
-/// Initialise Kokkos with `threads` host threads (0: Kokkos's default). Kokkos 4 replaced
-/// InitArguments with InitializationSettings.
-inline void initialize(int threads) {
+/// Initialise Kokkos with `threads` host threads (0: Kokkos's default), optionally without its
+/// start-up warnings (ranks other than 0 keep quiet). Kokkos 4 replaced InitArguments with
+/// InitializationSettings.
+inline void initialize(int threads, bool disable_warnings = false) {
 #if KOKKOS_VERSION >= 40000
   Kokkos::InitializationSettings settings;
   if (threads > 0) settings.set_num_threads(threads);
+  settings.set_disable_warnings(disable_warnings);
   Kokkos::initialize(settings);
 #else
   Kokkos::InitArguments args;
   if (threads > 0) args.num_threads = threads;
+  args.disable_warnings = disable_warnings;
   Kokkos::initialize(args);
 #endif
 }

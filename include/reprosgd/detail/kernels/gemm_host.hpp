@@ -19,12 +19,15 @@
 // - The code relies on -ffp-contract=off (set by the ReproSGD::reprosgd target) so that the
 //   separate multiply and add are not fused into an FMA.
 
+#include <reprosgd/version.hpp>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
-namespace reprosgd::detail::gemm_host {
+REPROSGD_BEGIN_NAMESPACE
+namespace detail::gemm_host {
 
 // Vector width and register blocking follow the instruction set the translation unit is compiled
 // for. MR rows x NV vectors of accumulators, plus NV vectors of B, one broadcast of A and one
@@ -86,10 +89,17 @@ inline vfloat load(const float* p) {
 }
 inline void store(float* p, vfloat v) { std::memcpy(p, &v, sizeof(v)); }
 
-/// C[0:mr, 0:nr] (row stride ldc) = (first ? 0 : C) followed by kc steps of acc = acc + a*b, with
-/// ap the packed A micro-panel (ap[p*mr + r]) and bp the packed B micro-panel (bp[p*nr + c]).
-inline void micro_kernel(int kc, const float* __restrict ap, const float* __restrict bp,
-                         float* __restrict c, std::ptrdiff_t ldc, bool first) {
+/// C[0:mr, 0:nr] (row stride ldc) = (first ? 0 : C) followed by kc steps of acc = acc + a*b, where
+/// step p reads A(r, p) = ap[r*ars + p*acs] and the packed B micro-panel row bp[p*nr + 0:nr].
+/// Packed A micro-panels have ars = 1, acs = mr (compile-time when Packed, so the compiler can
+/// use constant offsets); A read in place has its own strides.
+template <bool Packed>
+inline void micro_kernel(int kc, const float* __restrict ap, std::ptrdiff_t ars, std::ptrdiff_t acs,
+                         const float* __restrict bp, float* __restrict c, std::ptrdiff_t ldc, bool first) {
+  if constexpr (Packed) {
+    ars = 1;
+    acs = mr;
+  }
   vfloat acc[mr][nv];
   if (first) {
 #pragma GCC unroll 32
@@ -108,7 +118,7 @@ inline void micro_kernel(int kc, const float* __restrict ap, const float* __rest
     for (int v = 0; v < nv; ++v) b[v] = load(bp + v * lanes);
 #pragma GCC unroll 32
     for (int r = 0; r < mr; ++r) {
-      const float a = ap[r];
+      const float a = ap[r * ars];
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) {
         // The scalar a is broadcast to every lane (GCC/Clang vector extensions): one broadcast.
@@ -116,7 +126,7 @@ inline void micro_kernel(int kc, const float* __restrict ap, const float* __rest
         acc[r][v] = acc[r][v] + prod;  // ... then rounded add: never fused (-ffp-contract=off)
       }
     }
-    ap += mr;
+    ap += acs;
     bp += nr;
   }
 #pragma GCC unroll 32
@@ -127,15 +137,16 @@ inline void micro_kernel(int kc, const float* __restrict ap, const float* __rest
 
 /// The micro-kernel on a partial tile (rows < mr or cols < nr): runs on a full-size buffer and
 /// copies only the valid part in and out.
-inline void micro_kernel_edge(int kc, const float* ap, const float* bp, float* c, std::ptrdiff_t ldc,
-                              bool first, int rows, int cols) {
+template <bool Packed>
+inline void micro_kernel_edge(int kc, const float* ap, std::ptrdiff_t ars, std::ptrdiff_t acs, const float* bp,
+                              float* c, std::ptrdiff_t ldc, bool first, int rows, int cols) {
   alignas(alignment) float tile[mr * nr];
   if (!first) {
     std::fill(tile, tile + mr * nr, 0.0f);
     for (int r = 0; r < rows; ++r)
       for (int j = 0; j < cols; ++j) tile[r * nr + j] = c[r * ldc + j];
   }
-  micro_kernel(kc, ap, bp, tile, nr, first);
+  micro_kernel<Packed>(kc, ap, ars, acs, bp, tile, nr, first);
   for (int r = 0; r < rows; ++r)
     for (int j = 0; j < cols; ++j) c[r * ldc + j] = tile[r * nr + j];
 }
@@ -147,57 +158,52 @@ inline void pack_a(const Operand& a, int m, int i0, int strips, int p0, int kc, 
     float* dst = out + static_cast<std::ptrdiff_t>(s) * mr * kc;
     const int row0 = i0 + s * mr;
     const int rows = std::min(mr, m - row0);
-    if (a.cs == 1) {  // A row-major: walk each row contiguously
-      for (int r = 0; r < rows; ++r) {
-        const float* src = a.data + (row0 + r) * a.rs + p0;
-        for (int p = 0; p < kc; ++p) dst[p * mr + r] = src[p];
-      }
-    } else if (a.rs == 1) {  // A stored transposed (K x M): mr consecutive values per p
-      for (int p = 0; p < kc; ++p) {
-        const float* src = a.data + (p0 + p) * a.cs + row0;
-        for (int r = 0; r < rows; ++r) dst[p * mr + r] = src[r];
-      }
+    if (rows == mr && a.cs == 1) {  // A row-major: mr sequential read streams, sequential writes
+      const float* src[mr];
+      for (int r = 0; r < mr; ++r) src[r] = a.data + (row0 + r) * a.rs + p0;
+      for (int p = 0; p < kc; ++p)
+#pragma GCC unroll 32
+        for (int r = 0; r < mr; ++r) dst[p * mr + r] = src[r][p];
+    } else if (rows == mr && a.rs == 1) {  // A stored transposed (K x M): mr consecutive values per p
+      for (int p = 0; p < kc; ++p) std::memcpy(dst + p * mr, a.data + (p0 + p) * a.cs + row0, sizeof(float) * mr);
     } else {
       for (int p = 0; p < kc; ++p)
-        for (int r = 0; r < rows; ++r) dst[p * mr + r] = a.data[(row0 + r) * a.rs + (p0 + p) * a.cs];
+        for (int r = 0; r < mr; ++r)
+          dst[p * mr + r] = r < rows ? a.data[(row0 + r) * a.rs + (p0 + p) * a.cs] : 0.0f;
     }
-    if (rows < mr)
-      for (int p = 0; p < kc; ++p)
-        for (int r = std::max(rows, 0); r < mr; ++r) dst[p * mr + r] = 0.0f;
   }
 }
 
 /// Packs rows [p0, p0+kc) x columns [j0, j0+strips*nr) of the logical K x N matrix B into strips
 /// of nr columns: out[s*nr*kc + p*nr + c] = B(p0 + p, j0 + s*nr + c), zero beyond column N.
 inline void pack_b(const Operand& b, int n, int j0, int strips, int p0, int kc, float* out) {
-  for (int s = 0; s < strips; ++s) {
+  const int full = std::min(strips, (n - j0) / nr);  // strips with nr valid columns
+  if (b.cs == 1) {
+    // B row-major: read each row segment sequentially and deal it out to the strips (reading a
+    // strip at a time would walk B with the row stride, which defeats the caches).
+    for (int p = 0; p < kc; ++p) {
+      const float* src = b.data + (p0 + p) * b.rs + j0;
+      float* dst = out + p * nr;
+      for (int s = 0; s < full; ++s)
+        std::memcpy(dst + static_cast<std::ptrdiff_t>(s) * nr * kc, src + s * nr, sizeof(float) * nr);
+    }
+  } else if (b.rs == 1) {
+    // B stored transposed (N x K): each stored row is one column of a strip, contiguous in p.
+    for (int s = 0; s < full; ++s) {
+      float* dst = out + static_cast<std::ptrdiff_t>(s) * nr * kc;
+      for (int j = 0; j < nr; ++j) {
+        const float* src = b.data + (j0 + s * nr + j) * b.cs + p0;
+        for (int p = 0; p < kc; ++p) dst[p * nr + j] = src[p];
+      }
+    }
+  }
+  // The remaining strips (the partial one, zero-padded, or all of them for other strides).
+  for (int s = (b.cs == 1 || b.rs == 1) ? full : 0; s < strips; ++s) {
     float* dst = out + static_cast<std::ptrdiff_t>(s) * nr * kc;
     const int col0 = j0 + s * nr;
     const int cols = std::min(nr, n - col0);
-    if (b.cs == 1) {  // B row-major: nr consecutive values per p
-      for (int p = 0; p < kc; ++p) {
-        const float* src = b.data + (p0 + p) * b.rs + col0;
-        if (cols == nr) {
-          std::memcpy(dst + p * nr, src, sizeof(float) * nr);
-        } else {
-          for (int j = 0; j < cols; ++j) dst[p * nr + j] = src[j];
-          for (int j = cols; j < nr; ++j) dst[p * nr + j] = 0.0f;
-        }
-      }
-    } else {
-      if (b.rs == 1) {  // B stored transposed (N x K): walk each stored row contiguously
-        for (int j = 0; j < cols; ++j) {
-          const float* src = b.data + (col0 + j) * b.cs + p0;
-          for (int p = 0; p < kc; ++p) dst[p * nr + j] = src[p];
-        }
-      } else {
-        for (int j = 0; j < cols; ++j)
-          for (int p = 0; p < kc; ++p) dst[p * nr + j] = b.data[(p0 + p) * b.rs + (col0 + j) * b.cs];
-      }
-      if (cols < nr)
-        for (int p = 0; p < kc; ++p)
-          for (int j = cols; j < nr; ++j) dst[p * nr + j] = 0.0f;
-    }
+    for (int p = 0; p < kc; ++p)
+      for (int j = 0; j < nr; ++j) dst[p * nr + j] = j < cols ? b.data[(p0 + p) * b.rs + (col0 + j) * b.cs] : 0.0f;
   }
 }
 
@@ -289,12 +295,21 @@ inline void compute_tile(const Plan& pl, int t, const Operand& a, const Operand&
     for (int i = i0; i < i1; ++i) std::fill(c + i * ldc + j0, c + i * ldc + j1, 0.0f);
     return;
   }
+  // A row-major A (gemm_nn, gemm_nt) is read in place: its mr rows are mr sequential streams, and
+  // packing would cost a copy of the A block per tile and K block (measured: 5-10% of the time on
+  // 128x512x784). Only a partial last strip (rows < mr) is packed, zero-padded. A transposed A
+  // (gemm_tn) is packed: read in place it was measured 10-25% slower.
+  const bool direct_a = a.cs == 1;
   float* abuf = align_up(buffer);
-  float* bbuf = align_up(abuf + static_cast<std::ptrdiff_t>(pl.max_strips_m) * mr * pl.kc);
+  float* bbuf = align_up(abuf + static_cast<std::ptrdiff_t>(direct_a ? 1 : pl.max_strips_m) * mr * pl.kc);
+  const int last_sm = pl.m / mr;  // strips from here on are partial
   for (int p0 = 0; p0 < pl.k; p0 += pl.kc) {
     const int kc = std::min(pl.kc, pl.k - p0);
     const bool first = p0 == 0;
-    pack_a(a, pl.m, i0, sm1 - sm0, p0, kc, abuf);
+    if (!direct_a)
+      pack_a(a, pl.m, i0, sm1 - sm0, p0, kc, abuf);
+    else if (sm1 > last_sm)
+      pack_a(a, pl.m, last_sm * mr, 1, p0, kc, abuf);
     pack_b(b, pl.n, j0, sn1 - sn0, p0, kc, bbuf);
     for (int sn = sn0; sn < sn1; ++sn) {
       const int j = sn * nr;
@@ -303,15 +318,24 @@ inline void compute_tile(const Plan& pl, int t, const Operand& a, const Operand&
       for (int sm = sm0; sm < sm1; ++sm) {
         const int i = sm * mr;
         const int rows = std::min(mr, pl.m - i);
-        const float* ap = abuf + static_cast<std::ptrdiff_t>(sm - sm0) * mr * kc;
         float* cp = c + i * ldc + j;
-        if (rows == mr && cols == nr)
-          micro_kernel(kc, ap, bp, cp, ldc, first);
-        else
-          micro_kernel_edge(kc, ap, bp, cp, ldc, first, rows, cols);
+        if (direct_a && rows == mr) {
+          const float* ap = a.data + i * a.rs + p0 * a.cs;
+          if (cols == nr)
+            micro_kernel<false>(kc, ap, a.rs, a.cs, bp, cp, ldc, first);
+          else
+            micro_kernel_edge<false>(kc, ap, a.rs, a.cs, bp, cp, ldc, first, rows, cols);
+        } else {
+          const float* ap = abuf + (direct_a ? 0 : static_cast<std::ptrdiff_t>(sm - sm0) * mr * kc);
+          if (rows == mr && cols == nr)
+            micro_kernel<true>(kc, ap, 1, mr, bp, cp, ldc, first);
+          else
+            micro_kernel_edge<true>(kc, ap, 1, mr, bp, cp, ldc, first, rows, cols);
+        }
       }
     }
   }
 }
 
-}  // namespace reprosgd::detail::gemm_host
+}  // namespace detail::gemm_host
+REPROSGD_END_NAMESPACE

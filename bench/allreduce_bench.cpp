@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file What the rank-independent Exact gradient sum costs next to a native float MPI_Allreduce.
+//
+// Run under mpiexec, e.g.
+//   OMP_NUM_THREADS=1 mpiexec -n 4 --oversubscribe build/bench/allreduce_bench [--smoke] [--repeats N]
+// Each rank holds one gradient row (M = P micro-batches). For each vector length the same run
+// times, with a barrier before each repetition and the slowest rank's time kept:
+//   native_allreduce  MPI_Allreduce(MPI_IN_PLACE, MPI_FLOAT, MPI_SUM) of the row
+//   native_reduce     reprosgd::Native::reduce (local sum, the same allreduce, NaN/Inf agreement)
+//   exact_reduce      reprosgd::Exact::reduce (block exponent MAX, int64 quantise, MPI_INT64_T SUM, back)
+// after 2 warm-up calls; the median of the repetitions (default 11) is reported with the ratio to
+// native_allreduce, one JSON line per (method, length) from rank 0.
+#include <reprosgd/config.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdio>
+
+#if !REPROSGD_HAS_MPI
+int main(int argc, char** argv) {
+  Kokkos::ScopeGuard guard(argc, argv);
+  std::printf("{\"bench\":\"allreduce\",\"skipped\":\"this build has no MPI (REPROSGD_HAS_MPI=0)\"}\n");
+  return 0;
+}
+#else
+
+#include <reprosgd/parallel/data_parallel.hpp>
+#include <reprosgd/parallel/mpi_environment.hpp>
+#include <reprosgd/reduction/exact.hpp>
+#include <reprosgd/reduction/native.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#ifndef REPROSGD_GIT_SHA
+#define REPROSGD_GIT_SHA "unknown"
+#endif
+
+namespace {
+
+using Space = Kokkos::DefaultExecutionSpace;
+using Mem = Space::memory_space;
+
+std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+/// Gradient-like values: random sign and mantissa, magnitudes 2^-20 .. 2^-1.
+float value(int rank, long i) {
+  const std::uint64_t h = mix64((static_cast<std::uint64_t>(rank) << 40) ^ static_cast<std::uint64_t>(i));
+  const std::uint32_t bits = (static_cast<std::uint32_t>(h >> 63) << 31) |
+                             ((107u + static_cast<std::uint32_t>((h >> 32) % 20)) << 23) |
+                             (static_cast<std::uint32_t>(h) & 0x7FFFFFu);
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// Time `op` (warm-up 2, then `repeats`), each repetition fenced and the slowest rank's time kept.
+template <class Op, class Reset>
+std::vector<double> time_it(const reprosgd::DataParallel<Space>& par, int repeats, Reset reset, Op op) {
+  std::vector<double> times;
+  for (int r = -2; r < repeats; ++r) {
+    reset();
+    Kokkos::fence();
+    par.barrier();
+    Kokkos::Timer timer;
+    op();
+    Kokkos::fence();
+    double t = timer.seconds(), slowest = 0.0;
+    MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, par.comm());  // timing only, not training data
+    if (r >= 0) times.push_back(slowest);
+  }
+  return times;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  reprosgd::MpiEnvironment mpi(argc, argv);
+  Kokkos::ScopeGuard guard(argc, argv);
+  bool smoke = false;
+  int repeats = 11;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--smoke") smoke = true;
+    else if (a == "--repeats" && i + 1 < argc) repeats = std::max(1, std::atoi(argv[++i]));
+  }
+  if (smoke) repeats = 3;
+  const std::vector<long> sizes = smoke ? std::vector<long>{4096} : std::vector<long>{669706, 10000000};
+  {
+    reprosgd::DataParallel<Space> par;
+    const long m = par.size();  // one micro-batch row per rank
+    for (const long n : sizes) {
+      Kokkos::View<float**, Kokkos::LayoutRight, Mem> rows("rows", 1, n);
+      Kokkos::View<float*, Mem> sum("sum", n), buffer("buffer", n);
+      {
+        auto host = Kokkos::create_mirror_view(rows);
+        for (long i = 0; i < n; ++i) host(0, i) = value(par.rank(), i);
+        Kokkos::deep_copy(rows, host);
+      }
+      auto row = Kokkos::subview(rows, 0, Kokkos::ALL);
+      auto buffer_host = Kokkos::create_mirror_view(buffer);
+      reprosgd::Exact exact;
+      reprosgd::Native native;
+      bool finite = true;
+
+      const std::vector<double> t_mpi = time_it(
+          par, repeats, [&] { Kokkos::deep_copy(buffer, row); },
+          [&] {
+            Kokkos::deep_copy(buffer_host, buffer);
+            reprosgd::detail::mpi_check(
+                MPI_Allreduce(MPI_IN_PLACE, buffer_host.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, par.comm()),
+                "allreduce_bench: MPI_Allreduce");
+            Kokkos::deep_copy(buffer, buffer_host);
+          });
+      const std::vector<double> t_native = time_it(
+          par, repeats, [] {}, [&] { finite = native.reduce(par, rows, m, sum).finite && finite; });
+      const std::vector<double> t_exact = time_it(
+          par, repeats, [] {}, [&] { finite = exact.reduce(par, rows, m, sum).finite && finite; });
+
+      const double base = median(t_mpi);
+      if (par.rank() == 0) {
+        const struct {
+          const char* name;
+          const std::vector<double>* t;
+        } rowsout[] = {{"native_allreduce", &t_mpi}, {"native_reduce", &t_native}, {"exact_reduce", &t_exact}};
+        for (const auto& r : rowsout)
+          std::printf(
+              "{\"bench\":\"allreduce\",\"method\":\"%s\",\"n\":%ld,\"ranks\":%d,\"backend\":\"%s\","
+              "\"device\":\"cpu\",\"git\":\"%s\",\"repeats\":%d,\"median_ms\":%.4f,\"min_ms\":%.4f,"
+              "\"ratio_to_native_allreduce\":%.3f,\"finite\":%s}\n",
+              r.name, n, par.size(), Space::name(), REPROSGD_GIT_SHA, repeats, 1e3 * median(*r.t),
+              1e3 * *std::min_element(r.t->begin(), r.t->end()), median(*r.t) / base, finite ? "true" : "false");
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
+#endif

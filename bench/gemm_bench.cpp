@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file GFLOP/s of reprosgd::gemm_nn/tn/nt on the training shapes against OpenBLAS sgemm, as JSON lines.
+//
+// Usage: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE gemm_bench [--smoke] [--repeats N]
+//                                                          [--thread-counts 1,2] [--microbatch]
+// See bench/README.md for the method.
+#include <reprosgd/kernels/gemm.hpp>
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using reprosgd::detail::gemm_op;
+using host_matrix = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace>;
+
+struct Case {
+  gemm_op op;
+  int m, n, k;
+};
+
+struct Options {
+  bool smoke = false;
+  int repeats = 9;                  // samples per measurement; the median is reported
+  double min_sample_seconds = 2e-3;  // each sample repeats the call until it lasts this long
+  std::vector<int> threads{1, 2};
+  bool microbatch = false;  // also the micro-batch sizes 16 and 32
+};
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const auto pos = line.find(':');
+      return pos == std::string::npos ? line : line.substr(pos + 2);
+    }
+  return "unknown";
+}
+
+const char* op_name(gemm_op op) { return op == gemm_op::nn ? "nn" : op == gemm_op::tn ? "tn" : "nt"; }
+
+void fill(const host_matrix& v, std::uint32_t seed) {
+  std::uint32_t s = seed * 2654435761u + 12345u;
+  for (std::size_t i = 0; i < v.extent(0); ++i)
+    for (std::size_t j = 0; j < v.extent(1); ++j) {
+      s = s * 1664525u + 1013904223u;
+      v(i, j) = static_cast<float>(static_cast<int>(s >> 8) - (1 << 23)) * 0x1p-23f;  // [-1, 1)
+    }
+}
+
+/// Median and best of `repeats` samples of f, after warm-up; each sample is the mean over enough
+/// calls to last min_sample_seconds. `fence` completes the asynchronous work before the timer stops.
+template <class F, class Fence>
+std::pair<double, double> time_call(const Options& opt, F&& f, Fence&& fence) {
+  for (int w = 0; w < 3; ++w) f();  // warm-up: caches, page faults, thread pools spun up
+  fence();
+  int calls = 1;
+  if (!opt.smoke) {
+    Kokkos::Timer probe;
+    f();
+    fence();
+    const double once = std::max(probe.seconds(), 1e-7);
+    calls = std::max(1, static_cast<int>(opt.min_sample_seconds / once));
+  }
+  std::vector<double> samples;
+  for (int r = 0; r < opt.repeats; ++r) {
+    Kokkos::Timer timer;
+    for (int c = 0; c < calls; ++c) f();
+    fence();
+    samples.push_back(timer.seconds() / calls);
+  }
+  std::sort(samples.begin(), samples.end());
+  return {samples[samples.size() / 2], samples.front()};
+}
+
+template <class Space>
+void run_case(const Options& opt, const Case& cs, int threads, const std::string& device) {
+  const int ar = cs.op == gemm_op::tn ? cs.k : cs.m, ac = cs.op == gemm_op::tn ? cs.m : cs.k;
+  const int br = cs.op == gemm_op::nt ? cs.n : cs.k, bc = cs.op == gemm_op::nt ? cs.k : cs.n;
+  using matrix = Kokkos::View<float**, Kokkos::LayoutRight, typename Space::memory_space>;
+  host_matrix a("a", ar, ac), b("b", br, bc), c("c", cs.m, cs.n), c_blas("c_blas", cs.m, cs.n);
+  fill(a, 1);
+  fill(b, 2);
+  matrix da("a", ar, ac), db("b", br, bc), dc("c", cs.m, cs.n);
+  Kokkos::deep_copy(da, a);
+  Kokkos::deep_copy(db, b);
+  const Space space;
+
+  auto ours = [&] {
+    if (cs.op == gemm_op::nn) reprosgd::gemm_nn(space, da, db, dc);
+    if (cs.op == gemm_op::tn) reprosgd::gemm_tn(space, da, db, dc);
+    if (cs.op == gemm_op::nt) reprosgd::gemm_nt(space, da, db, dc);
+  };
+  auto openblas = [&] {
+    cblas_sgemm(CblasRowMajor, cs.op == gemm_op::tn ? CblasTrans : CblasNoTrans,
+                cs.op == gemm_op::nt ? CblasTrans : CblasNoTrans, cs.m, cs.n, cs.k, 1.0f, a.data(), ac, b.data(),
+                bc, 0.0f, c_blas.data(), cs.n);
+  };
+  openblas_set_num_threads(threads);
+  const auto [t_ours, best_ours] = time_call(opt, ours, [&] { space.fence(); });
+  const auto [t_blas, best_blas] = time_call(opt, openblas, [] {});
+
+  // Sanity: both computed the same product up to rounding (relative to the row's magnitude).
+  Kokkos::deep_copy(c, dc);
+  double worst = 0.0;
+  for (int i = 0; i < cs.m; ++i)
+    for (int j = 0; j < cs.n; ++j) worst = std::max(worst, static_cast<double>(std::abs(c(i, j) - c_blas(i, j))));
+  if (worst > 1e-3 * std::max(1, cs.k)) {
+    std::fprintf(stderr, "gemm_bench: %s %dx%dx%d differs from OpenBLAS by %g\n", op_name(cs.op), cs.m, cs.n, cs.k,
+                 worst);
+    std::exit(1);
+  }
+
+  const double flop = 2.0 * cs.m * cs.n * cs.k;
+  const double g = flop / t_ours * 1e-9, gb = flop / t_blas * 1e-9;
+  std::printf(
+      "{\"bench\":\"gemm\",\"op\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"threads\":%d,\"gflops\":%.2f,"
+      "\"openblas_gflops\":%.2f,\"ratio\":%.3f,\"gflops_best\":%.2f,\"openblas_gflops_best\":%.2f,"
+      "\"backend\":\"%s\",\"repeats\":%d,\"ranks\":1,\"openblas_core\":\"%s\",\"device\":\"%s\",\"git\":\"%s\"}\n",
+      op_name(cs.op), cs.m, cs.n, cs.k, threads, g, gb, g / gb, flop / best_ours * 1e-9, flop / best_blas * 1e-9,
+      Space::name(), opt.repeats, openblas_get_corename(), device.c_str(), REPROSGD_GIT_SHA);
+  std::fflush(stdout);
+}
+
+std::vector<int> parse_list(const char* s) {
+  std::vector<int> out;
+  for (const char* p = s; *p;) {
+    char* end = nullptr;
+    out.push_back(static_cast<int>(std::strtol(p, &end, 10)));
+    p = *end == ',' ? end + 1 : end;
+    if (end == p && *p) break;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Kokkos::ScopeGuard guard(argc, argv);
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--smoke") {
+      opt.smoke = true;
+      opt.repeats = 1;
+    } else if (arg == "--repeats" && i + 1 < argc) {
+      opt.repeats = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--thread-counts" && i + 1 < argc) {
+      opt.threads = parse_list(argv[++i]);
+    } else if (arg == "--microbatch") {
+      opt.microbatch = true;
+    } else if (arg.rfind("--kokkos", 0) != 0) {
+      std::fprintf(stderr, "usage: %s [--smoke] [--repeats N] [--thread-counts 1,2] [--microbatch]\n", argv[0]);
+      return 2;
+    }
+  }
+  for (const char* var : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"})
+    if (std::getenv(var))
+      std::fprintf(stderr, "gemm_bench: warning: %s is set; OpenBLAS then does not pick its own kernel/blocking. "
+                           "Run with `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE`.\n", var);
+
+  // Forward 784-512-512-10, weight gradients X^T*dY, input gradients dY*W^T; batch 128.
+  std::vector<int> batches{128};
+  if (opt.microbatch) batches = {128, 32, 16};
+  std::vector<Case> cases;
+  for (const int bsz : batches)
+    for (const Case cs : {Case{gemm_op::nn, bsz, 512, 784}, Case{gemm_op::nn, bsz, 512, 512}, Case{gemm_op::nn, bsz, 10, 512},
+                          Case{gemm_op::tn, 784, 512, bsz}, Case{gemm_op::tn, 512, 512, bsz}, Case{gemm_op::tn, 512, 10, bsz},
+                          Case{gemm_op::nt, bsz, 784, 512}, Case{gemm_op::nt, bsz, 512, 512}, Case{gemm_op::nt, bsz, 512, 10}})
+      cases.push_back(cs);
+  if (opt.smoke) cases = {Case{gemm_op::nn, 13, 17, 19}, Case{gemm_op::tn, 13, 17, 19}, Case{gemm_op::nt, 13, 17, 19}};
+
+  const std::string device = cpu_model();
+  using Parallel = Kokkos::DefaultHostExecutionSpace;
+  for (const int threads : opt.threads) {
+    for (const Case& cs : cases) {
+      if (threads == 1) {
+#if defined(KOKKOS_ENABLE_SERIAL)
+        run_case<Kokkos::Serial>(opt, cs, 1, device);
+#else
+        std::fprintf(stderr, "gemm_bench: 1 thread needs Kokkos::Serial; skipped\n");
+        break;
+#endif
+      } else if (reprosgd::detail::concurrency(Parallel()) == threads) {
+        run_case<Parallel>(opt, cs, threads, device);
+      } else {
+        std::fprintf(stderr, "gemm_bench: %s runs %d threads, not %d: start with --kokkos-threads=%d; skipped\n",
+                     Parallel::name(), reprosgd::detail::concurrency(Parallel()), threads, threads);
+        break;
+      }
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file CheckpointManager: numbered snapshots in a directory, keep the last K, resume from the newest good one.
+#pragma once
+
+#include <reprosgd/checkpoint/snapshot.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+REPROSGD_BEGIN_NAMESPACE
+
+/// A checkpoint file found in a directory.
+struct CheckpointFile {
+  std::uint64_t step = 0;
+  std::filesystem::path path;
+};
+
+/// A checkpoint that resume_auto did not use, and why (the checkpoint_error message).
+struct SkippedCheckpoint {
+  std::filesystem::path path;
+  std::string reason;
+};
+
+/// What resume_auto did.
+struct ResumeResult {
+  bool resumed = false;                  ///< false: no usable checkpoint, start fresh
+  std::filesystem::path path;            ///< the checkpoint loaded (empty when not resumed)
+  SnapshotInfo info;                     ///< its header (default when not resumed)
+  std::vector<SkippedCheckpoint> skipped;  ///< newer checkpoints that failed verification, newest first
+  explicit operator bool() const noexcept { return resumed; }
+};
+
+/**
+ * Snapshots of one run in one directory, named by step: `<prefix><step, 12 digits><extension>`
+ * (`ckpt-000000001234.rsgd`), so names sort by step.
+ *
+ * save() writes atomically and then deletes all but the newest `keep_last`; resume_auto() loads
+ * the newest checkpoint that verifies, falling back to older ones. One writer per directory (the
+ * writer also removes temporaries that a crashed writer left behind).
+ *
+ * @tparam F the CheckpointFormat of every file.
+ *
+ * **Example**:
+ * @code
+ * reprosgd::CheckpointManager<> ckpts("run/checkpoints", {.keep_last = 3});
+ * State staging = state;            // same shapes
+ * if (auto r = ckpts.resume_auto(config, staging)) state = staging;  // else start fresh
+ * ...
+ * ckpts.save({.config = config, .step = step}, state);
+ * @endcode
+ */
+template <CheckpointFormat F = DefaultCheckpointFormat>
+class CheckpointManager {
+ public:
+  struct Options {
+    std::size_t keep_last = 3;         ///< files kept after each save (at least 1)
+    std::string prefix = "ckpt-";      ///< file name before the step
+    std::string extension = ".rsgd";   ///< file name after the step
+    SnapshotLimits limits{};           ///< applied when loading
+  };
+
+  /// Uses (and creates, if needed) `directory`. @throws reprosgd::io_error / config_error.
+  explicit CheckpointManager(std::filesystem::path directory, Options options = {})
+      : dir_(std::move(directory)), options_(std::move(options)) {
+    if (options_.keep_last == 0) throw config_error("reprosgd::CheckpointManager: keep_last must be at least 1");
+    if (options_.prefix.empty() || options_.prefix.front() == '.') {
+      throw config_error("reprosgd::CheckpointManager: prefix must be non-empty and must not start with '.'");
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    if (ec) throw io_error("reprosgd::CheckpointManager: " + dir_.string() + ": cannot create directory: " + ec.message());
+  }
+
+  [[nodiscard]] const std::filesystem::path& directory() const noexcept { return dir_; }
+  [[nodiscard]] const Options& options() const noexcept { return options_; }
+
+  /// The file name used for `step`.
+  [[nodiscard]] std::filesystem::path path_for(std::uint64_t step) const {
+    char digits[32];
+    std::snprintf(digits, sizeof(digits), "%012llu", static_cast<unsigned long long>(step));
+    return dir_ / (options_.prefix + digits + options_.extension);
+  }
+
+  /// The checkpoint files present, by ascending step (names only; nothing is verified).
+  [[nodiscard]] std::vector<CheckpointFile> list() const {
+    std::vector<CheckpointFile> files;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (auto step = parse_step(name)) files.push_back({*step, it->path()});
+    }
+    if (ec) throw io_error("reprosgd::CheckpointManager::list: " + dir_.string() + ": " + ec.message());
+    std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+    return files;
+  }
+
+  /**
+   * Saves `payload` as the checkpoint of `info.step` (atomically), then deletes checkpoints of
+   * later steps (an abandoned timeline) and the oldest beyond keep_last. A crash at any moment
+   * leaves every existing checkpoint intact and the new one either complete or absent.
+   * @returns the path written. @throws what save_snapshot throws.
+   */
+  template <class Payload>
+    requires SavableSnapshotPayload<Payload, F>
+  std::filesystem::path save(const SnapshotInfo& info, const Payload& payload) {
+    remove_stale_temporaries();
+    // A writer killed between its rename and its pruning left one file too many; prune first so
+    // that crashes never accumulate more than keep_last + 1 files (the newest ones are kept).
+    prune_oldest(list());
+    const std::filesystem::path path = path_for(info.step);
+    save_snapshot<F>(path, info, payload);
+    std::vector<CheckpointFile> files = list();
+    // Files of later steps belong to an abandoned timeline (a run resumed from an older checkpoint
+    // because they were damaged): left in place they would shadow this one at the next resume.
+    std::vector<CheckpointFile> kept;
+    for (const auto& f : files) {
+      std::error_code ec;
+      if (f.step > info.step) {
+        std::filesystem::remove(f.path, ec);
+      } else {
+        kept.push_back(f);
+      }
+    }
+    prune_oldest(kept);
+    return path;
+  }
+
+  /**
+   * Loads the newest checkpoint that verifies into `staging`.
+   *
+   * Tries the files from the newest step down; each one that fails (damaged, truncated, other
+   * configuration, other format, a name whose step differs from its header) is listed in `skipped`
+   * with its reason, and the next older one is tried. No checkpoint at all, or none usable, gives
+   * `resumed == false` (not an exception), so training starts fresh.
+   *
+   * `staging` holds the loaded checkpoint's state when resumed. A checkpoint that failed during
+   * deserialisation (listed in skipped) may have written into it before an older one was loaded
+   * over it; when nothing was resumed it may hold such partial data and must not be used.
+   */
+  template <class Payload>
+    requires LoadableSnapshotPayload<Payload, F>
+  ResumeResult resume_auto(const ConfigDescription& expected, Payload& staging) const {
+    ResumeResult result;
+    std::vector<CheckpointFile> files = list();
+    for (auto it = files.rbegin(); it != files.rend(); ++it) {
+      try {
+        SnapshotInfo info = load_snapshot<F>(it->path, expected, staging, options_.limits);
+        if (info.step != it->step) {
+          result.skipped.push_back({it->path, "reprosgd::CheckpointManager::resume_auto: " + it->path.string() +
+                                                  ": the name says step " + std::to_string(it->step) +
+                                                  ", the header says " + std::to_string(info.step)});
+          continue;
+        }
+        result.resumed = true;
+        result.path = it->path;
+        result.info = std::move(info);
+        return result;
+      } catch (const error& e) {
+        result.skipped.push_back({it->path, e.what()});
+      }
+    }
+    return result;
+  }
+
+ private:
+  [[nodiscard]] std::optional<std::uint64_t> parse_step(const std::string& name) const {
+    const std::string& pre = options_.prefix;
+    const std::string& ext = options_.extension;
+    if (name.size() <= pre.size() + ext.size()) return std::nullopt;
+    if (name.compare(0, pre.size(), pre) != 0) return std::nullopt;
+    if (name.compare(name.size() - ext.size(), ext.size(), ext) != 0) return std::nullopt;
+    const char* b = name.data() + pre.size();
+    const char* e = name.data() + name.size() - ext.size();
+    for (const char* p = b; p != e; ++p) {
+      if (*p < '0' || *p > '9') return std::nullopt;
+    }
+    std::uint64_t step = 0;
+    const auto r = std::from_chars(b, e, step);
+    if (r.ec != std::errc{} || r.ptr != e) return std::nullopt;
+    return step;
+  }
+
+  /// Removes all but the newest keep_last of `files` (sorted by step; best effort: an extra old
+  /// file harms nothing).
+  void prune_oldest(const std::vector<CheckpointFile>& files) const {
+    for (std::size_t i = 0; i + options_.keep_last < files.size(); ++i) {
+      std::error_code ec;
+      std::filesystem::remove(files[i].path, ec);
+    }
+  }
+
+  void remove_stale_temporaries() const {
+    // AtomicFile names temporaries ".<final name>.tmp.<pid>.<n>"; with one writer per directory any
+    // such file of ours is debris from a crash.
+    const std::string marker = ".tmp.";
+    std::error_code ec;
+    std::vector<std::filesystem::path> stale;
+    for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.size() < 2 || name[0] != '.') continue;
+      const auto at = name.find(marker);
+      if (at == std::string::npos) continue;
+      if (parse_step(name.substr(1, at - 1))) stale.push_back(it->path());
+    }
+    for (const auto& p : stale) std::filesystem::remove(p, ec);
+  }
+
+  std::filesystem::path dir_;
+  Options options_;
+};
+
+REPROSGD_END_NAMESPACE

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# bad_launch.sh TRAIN_MLP "MPIEXEC FLAGS" — invalid distributed setups stop every rank with the
+# reason and a non-zero exit, never a hang (CTest's timeout would catch one).
+set -uo pipefail
+exe=$1 launcher=$2
+small=(--data synthetic --synthetic-train 256 --synthetic-test 64 --steps 4 --quiet --threads 1)
+net=(--layers 784,16,10)
+fails=0
+check() {  # check WANT-COUNT MESSAGE OUTPUT RC
+  local n; n=$(printf '%s\n' "$3" | grep -c -- "$2")
+  if [ "$4" -eq 0 ] || [ "$n" -ne "$1" ]; then echo "FAIL: want $1 ranks to report '$2' (got $n, exit $4):"; echo "$3"; fails=$((fails + 1));
+  else echo "ok: $n ranks reported: $(printf '%s\n' "$3" | grep -m1 -- "$2")"; fi
+}
+out=$($launcher -n 3 "$exe" "${small[@]}" "${net[@]}" --batch 16 --micro-batch 8 2>&1); rc=$?
+check 3 "2 micro-batches per step (global batch 16 / micro-batch 8) but 3 ranks" "$out" $rc
+out=$($launcher -n 1 "$exe" "${small[@]}" "${net[@]}" --batch 16 --micro-batch 8 --seed 1 : -n 1 "$exe" "${small[@]}" "${net[@]}" --batch 16 --micro-batch 8 --seed 2 2>&1); rc=$?
+check 2 "the ranks do not train the same configuration" "$out" $rc
+out=$($launcher -n 2 "$exe" "${small[@]}" --batch 16 --micro-batch 8 --layers 784,16,10 : -n 1 "$exe" "${small[@]}" --batch 16 --micro-batch 8 --layers 100,16,10 2>&1); rc=$?
+check 1 "features but the model's first layer expects 100" "$out" $rc
+check 2 "another rank found invalid input" "$out" $rc
+echo "$((4 - fails)) passed, $fails failed"
+[ $fails -eq 0 ]

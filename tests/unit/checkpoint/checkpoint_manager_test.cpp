@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// CheckpointManager: naming, keep-last-K, resume from the newest good checkpoint with fallback.
+#include "checkpoint_test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace {
+std::vector<std::uint64_t> steps_of(const std::vector<reprosgd::CheckpointFile>& files) {
+  std::vector<std::uint64_t> s;
+  for (const auto& f : files) s.push_back(f.step);
+  return s;
+}
+}  // namespace
+
+TEST_SUITE("checkpoint.manager") {
+  TEST_CASE_TEMPLATE_DEFINE("save keeps the last K, resume picks the newest", F, manager_basic) {
+    ckpt_test::TempDir dir;
+    reprosgd::CheckpointManager<F> mgr(dir / "run", {.keep_last = 2});
+    CHECK(mgr.path_for(1234).filename() == "ckpt-000000001234.rsgd");
+
+    ckpt_test::State staging = ckpt_test::shaped_like(ckpt_test::make_state(0));
+    const reprosgd::ResumeResult none = mgr.resume_auto(ckpt_test::test_config(), staging);
+    CHECK_FALSE(none);
+    CHECK(none.skipped.empty());
+    CHECK(none.path.empty());
+
+    for (std::uint64_t step : {10, 20, 30, 40}) {
+      CHECK(mgr.save(ckpt_test::test_info(step), ckpt_test::make_state(step)) == mgr.path_for(step));
+    }
+    CHECK(steps_of(mgr.list()) == std::vector<std::uint64_t>{30, 40});
+    const reprosgd::ResumeResult r = mgr.resume_auto(ckpt_test::test_config(), staging);
+    REQUIRE(r);
+    CHECK(r.path == mgr.path_for(40));
+    CHECK(r.info.step == 40);
+    CHECK(r.skipped.empty());
+    CHECK(ckpt_test::same_bits(staging, ckpt_test::make_state(40)));
+  }
+  TEST_CASE_TEMPLATE_APPLY(manager_basic, ckpt_test::all_formats);
+
+  TEST_CASE("a damaged newest checkpoint falls back to the older one and says why") {
+    ckpt_test::TempDir dir;
+    reprosgd::CheckpointManager<> mgr(dir.path(), {.keep_last = 3});
+    for (std::uint64_t step : {1, 2, 3}) mgr.save(ckpt_test::test_info(step), ckpt_test::make_state(step));
+    // Step 3: truncated. Step 2: one flipped payload byte.
+    auto b3 = ckpt_test::read_bytes(mgr.path_for(3));
+    b3.resize(b3.size() / 2);
+    ckpt_test::write_bytes(mgr.path_for(3), b3);
+    auto b2 = ckpt_test::read_bytes(mgr.path_for(2));
+    b2[b2.size() - 3] ^= 0x10;
+    ckpt_test::write_bytes(mgr.path_for(2), b2);
+    // Files that are not checkpoints of this manager are ignored.
+    ckpt_test::write_bytes(dir / "notes.txt", {'x'});
+    ckpt_test::write_bytes(dir / "ckpt-abc.rsgd", {'x'});
+
+    ckpt_test::State staging = ckpt_test::shaped_like(ckpt_test::make_state(0));
+    const auto r = mgr.resume_auto(ckpt_test::test_config(), staging);
+    REQUIRE(r);
+    CHECK(r.info.step == 1);
+    CHECK(ckpt_test::same_bits(staging, ckpt_test::make_state(1)));
+    REQUIRE(r.skipped.size() == 2);
+    CHECK(r.skipped[0].path == mgr.path_for(3));
+    CHECK(r.skipped[0].reason.rfind("reprosgd::load_snapshot: " + mgr.path_for(3).string() + ": truncated: ", 0) == 0);
+    CHECK(r.skipped[1].path == mgr.path_for(2));
+    CHECK(r.skipped[1].reason.find("payload checksum mismatch") != std::string::npos);
+
+    // Saving the next step after resuming from step 1 removes the abandoned (damaged) later files.
+    mgr.save(ckpt_test::test_info(2), ckpt_test::make_state(2));
+    CHECK(steps_of(mgr.list()) == std::vector<std::uint64_t>{1, 2});
+    const auto again = mgr.resume_auto(ckpt_test::test_config(), staging);
+    CHECK(again.info.step == 2);
+    CHECK(again.skipped.empty());
+  }
+
+  TEST_CASE("no usable checkpoint: not resumed, every reason listed; another configuration is one") {
+    ckpt_test::TempDir dir;
+    reprosgd::CheckpointManager<> mgr(dir.path());
+    mgr.save(ckpt_test::test_info(5), ckpt_test::make_state(5));
+    auto other = ckpt_test::test_config().entries();
+    other[5].second = "43";
+    ckpt_test::State staging = ckpt_test::shaped_like(ckpt_test::make_state(0));
+    const auto r = mgr.resume_auto(reprosgd::ConfigDescription(other), staging);
+    CHECK_FALSE(r);
+    REQUIRE(r.skipped.size() == 1);
+    CHECK(r.skipped[0].reason == "reprosgd::load_snapshot: " + mgr.path_for(5).string() +
+                                     ": configuration differs: seed is 42 in checkpoint, 43 in program");
+  }
+
+  TEST_CASE("a file whose name and header disagree on the step is skipped") {
+    ckpt_test::TempDir dir;
+    reprosgd::CheckpointManager<> mgr(dir.path());
+    mgr.save(ckpt_test::test_info(5), ckpt_test::make_state(5));
+    std::filesystem::copy_file(mgr.path_for(5), mgr.path_for(9));
+    ckpt_test::State staging = ckpt_test::shaped_like(ckpt_test::make_state(0));
+    const auto r = mgr.resume_auto(ckpt_test::test_config(), staging);
+    REQUIRE(r);
+    CHECK(r.info.step == 5);
+    REQUIRE(r.skipped.size() == 1);
+    CHECK(r.skipped[0].reason == "reprosgd::CheckpointManager::resume_auto: " + mgr.path_for(9).string() +
+                                     ": the name says step 9, the header says 5");
+  }
+
+  TEST_CASE("stale temporaries of a crashed writer are removed by the next save") {
+    ckpt_test::TempDir dir;
+    reprosgd::CheckpointManager<> mgr(dir.path());
+    const auto stale = dir / ".ckpt-000000000007.rsgd.tmp.999.123";
+    ckpt_test::write_bytes(stale, {'x'});
+    const auto foreign = dir / ".other.tmp.1.2";
+    ckpt_test::write_bytes(foreign, {'x'});
+    mgr.save(ckpt_test::test_info(8), ckpt_test::make_state(8));
+    CHECK_FALSE(std::filesystem::exists(stale));
+    CHECK(std::filesystem::exists(foreign));
+  }
+
+  TEST_CASE("options are checked") {
+    ckpt_test::TempDir dir;
+    CHECK_THROWS_WITH_AS(reprosgd::CheckpointManager<>(dir.path(), {.keep_last = 0}),
+                         "reprosgd::CheckpointManager: keep_last must be at least 1", reprosgd::config_error);
+  }
+}

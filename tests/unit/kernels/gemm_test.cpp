@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file Tests of reprosgd/kernels/gemm.hpp: bitwise equality with the scalar reference loop.
+#include <reprosgd/kernels/gemm.hpp>
+
+#include <doctest/doctest.h>
+#include <support/exec_spaces.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using reprosgd::detail::gemm_op;
+template <class Space>
+using matrix = Kokkos::View<float**, Kokkos::LayoutRight, typename Space::memory_space>;
+using host_matrix = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace>;
+
+struct Shape {
+  int m, n, k;
+};
+
+// Deterministic inputs on which the summation order matters: random signs, mantissas and
+// exponents spread over 2^-27..2^27 (about 1e-8..1e8), so partial sums cancel and absorb small
+// terms. A reordered or fused accumulation gives different bits (checked below).
+class InputGenerator {
+ public:
+  explicit InputGenerator(std::uint64_t seed) : state_(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  float next() {
+    const std::uint64_t r = step();
+    const float mantissa = 1.0f + static_cast<float>(r & 0x7FFFFF) * 0x1p-23f;  // exact: 24 bits
+    const int exponent = static_cast<int>((r >> 24) % 55) - 27;
+    const float sign = (r >> 40) & 1 ? -1.0f : 1.0f;
+    return sign * std::ldexp(mantissa, exponent);
+  }
+
+ private:
+  std::uint64_t step() {  // splitmix64
+    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  std::uint64_t state_;
+};
+
+void fill(const host_matrix& v, std::uint64_t seed) {
+  InputGenerator g(seed);
+  for (std::size_t i = 0; i < v.extent(0); ++i)
+    for (std::size_t j = 0; j < v.extent(1); ++j) v(i, j) = g.next();
+}
+
+// The contract, written as plainly as possible: acc = acc + a*b, p ascending, from +0.0f.
+// (The target sets -ffp-contract=off, so the product is rounded before the add.)
+template <gemm_op Op>
+host_matrix reference(const host_matrix& a, const host_matrix& b, int m, int n, int k) {
+  host_matrix c("reference", m, n);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (int p = 0; p < k; ++p) {
+        const float av = Op == gemm_op::tn ? a(p, i) : a(i, p);
+        const float bv = Op == gemm_op::nt ? b(j, p) : b(p, j);
+        acc = acc + av * bv;
+      }
+      c(i, j) = acc;
+    }
+  return c;
+}
+
+template <gemm_op Op>
+void operand_shapes(Shape s, int& ar, int& ac, int& br, int& bc) {
+  ar = Op == gemm_op::tn ? s.k : s.m;
+  ac = Op == gemm_op::tn ? s.m : s.k;
+  br = Op == gemm_op::nt ? s.n : s.k;
+  bc = Op == gemm_op::nt ? s.k : s.n;
+}
+
+// Number of elements whose bits differ (0 when identical); compares bits, so -0 != +0.
+std::size_t bit_differences(const host_matrix& x, const host_matrix& y) {
+  REQUIRE(x.extent(0) == y.extent(0));
+  REQUIRE(x.extent(1) == y.extent(1));
+  std::size_t diff = 0;
+  for (std::size_t i = 0; i < x.extent(0); ++i)
+    for (std::size_t j = 0; j < x.extent(1); ++j)
+      diff += std::bit_cast<std::uint32_t>(x(i, j)) != std::bit_cast<std::uint32_t>(y(i, j));
+  return diff;
+}
+
+template <gemm_op Op, class Space>
+void call_gemm(const Space& space, const matrix<Space>& a, const matrix<Space>& b, const matrix<Space>& c) {
+  if constexpr (Op == gemm_op::nn) reprosgd::gemm_nn(space, a, b, c);
+  if constexpr (Op == gemm_op::tn) reprosgd::gemm_tn(space, a, b, c);
+  if constexpr (Op == gemm_op::nt) reprosgd::gemm_nt(space, a, b, c);
+}
+
+const char* op_name(gemm_op op) { return op == gemm_op::nn ? "nn" : op == gemm_op::tn ? "tn" : "nt"; }
+
+// Runs the public entry point and the portable kernel on Space and compares both, bit for bit,
+// with the reference. C starts as NaN so that an element that is not written is caught.
+template <gemm_op Op, class Space>
+void check_against_reference(Shape s, std::uint64_t seed) {
+  CAPTURE(op_name(Op));
+  CAPTURE(s.m);
+  CAPTURE(s.n);
+  CAPTURE(s.k);
+  int ar = 0, ac = 0, br = 0, bc = 0;
+  operand_shapes<Op>(s, ar, ac, br, bc);
+  host_matrix ha("a", ar, ac), hb("b", br, bc);
+  fill(ha, seed);
+  fill(hb, seed + 1);
+  const host_matrix expected = reference<Op>(ha, hb, s.m, s.n, s.k);
+
+  Space space;
+  matrix<Space> a("a", ar, ac), b("b", br, bc), c("c", s.m, s.n);
+  Kokkos::deep_copy(a, ha);
+  Kokkos::deep_copy(b, hb);
+  host_matrix got("got", s.m, s.n);
+
+  Kokkos::deep_copy(c, std::nanf(""));
+  call_gemm<Op>(space, a, b, c);
+  space.fence();
+  Kokkos::deep_copy(got, c);
+  CHECK(bit_differences(got, expected) == 0);
+
+  Kokkos::deep_copy(c, std::nanf(""));
+  reprosgd::detail::gemm_generic<Op>(space, a, b, c, s.m, s.n, s.k);
+  space.fence();
+  Kokkos::deep_copy(got, c);
+  CHECK(bit_differences(got, expected) == 0);
+}
+
+const Shape small_shapes[] = {
+    {1, 1, 1},    {13, 17, 19}, {0, 5, 3},    {5, 0, 3},     {4, 6, 0},   {7, 33, 1},   {6, 16, 256},
+    {12, 32, 5},  {25, 47, 300}, {1, 100, 513}, {100, 1, 70}, {31, 9, 1000}, {2, 3, 4},   {49, 130, 257},
+    {97, 300, 64}, {6, 17, 2}};
+
+}  // namespace
+
+TEST_SUITE("kernels/gemm") {
+
+TEST_CASE("the chosen inputs make the summation order visible") {
+  // Without this, equality with the reference would prove little: a reordered (reversed) or
+  // fused (FMA) accumulation must give different bits on these inputs.
+  const int m = 16, n = 16, k = 512;
+  host_matrix a("a", m, k), b("b", k, n);
+  fill(a, 11);
+  fill(b, 12);
+  const host_matrix forward = reference<gemm_op::nn>(a, b, m, n, k);
+  host_matrix reversed("reversed", m, n), fused("fused", m, n);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      float r = 0.0f, f = 0.0f;
+      for (int p = k - 1; p >= 0; --p) r = r + a(i, p) * b(p, j);
+      for (int p = 0; p < k; ++p) f = std::fma(a(i, p), b(p, j), f);
+      reversed(i, j) = r;
+      fused(i, j) = f;
+    }
+  CHECK(bit_differences(forward, reversed) > m * n / 4);
+  CHECK(bit_differences(forward, fused) > m * n / 4);
+}
+
+TEST_CASE_TEMPLATE_DEFINE("bitwise equal to the scalar loop", Space, gemm_reference_test) {
+  std::uint64_t seed = 100;
+  for (const Shape s : small_shapes) {
+    check_against_reference<gemm_op::nn, Space>(s, ++seed);
+    check_against_reference<gemm_op::tn, Space>(s, ++seed);
+    check_against_reference<gemm_op::nt, Space>(s, ++seed);
+  }
+  SUBCASE("training shapes") {
+    // Dense 784-512-512-10 with batch 128, and micro-batches of 16 and 32.
+    for (const int batch : {128, 32, 16}) {
+      check_against_reference<gemm_op::nn, Space>({batch, 512, 784}, ++seed);
+      check_against_reference<gemm_op::nn, Space>({batch, 512, 512}, ++seed);
+      check_against_reference<gemm_op::nn, Space>({batch, 10, 512}, ++seed);
+      check_against_reference<gemm_op::tn, Space>({784, 512, batch}, ++seed);
+      check_against_reference<gemm_op::tn, Space>({512, 512, batch}, ++seed);
+      check_against_reference<gemm_op::tn, Space>({512, 10, batch}, ++seed);
+      check_against_reference<gemm_op::nt, Space>({batch, 784, 512}, ++seed);
+      check_against_reference<gemm_op::nt, Space>({batch, 512, 512}, ++seed);
+      check_against_reference<gemm_op::nt, Space>({batch, 512, 10}, ++seed);
+    }
+  }
+}
+TEST_CASE_TEMPLATE_APPLY(gemm_reference_test, reprosgd_test::host_spaces);
+
+TEST_CASE_TEMPLATE_DEFINE("K = 0 writes +0 and a -0 product sum is +0", Space, gemm_zero_test) {
+  Space space;
+  matrix<Space> a("a", 3, 0), b("b", 0, 5), c("c", 3, 5);
+  Kokkos::deep_copy(c, std::nanf(""));
+  reprosgd::gemm_nn(space, a, b, c);
+  space.fence();
+  auto hc = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), c);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j) CHECK(std::bit_cast<std::uint32_t>(hc(i, j)) == 0u);
+
+  // Every product is -0: the reference gives 0 + (-0) = +0, not the -0 that a kernel starting
+  // from the first product would keep.
+  matrix<Space> x("x", 7, 3), y("y", 3, 20), z("z", 7, 20);
+  Kokkos::deep_copy(x, -1.0f);
+  Kokkos::deep_copy(y, 0.0f);
+  reprosgd::gemm_nn(space, x, y, z);
+  space.fence();
+  auto hz = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), z);
+  for (int i = 0; i < 7; ++i)
+    for (int j = 0; j < 20; ++j) CHECK(std::bit_cast<std::uint32_t>(hz(i, j)) == 0u);
+}
+TEST_CASE_TEMPLATE_APPLY(gemm_zero_test, reprosgd_test::host_spaces);
+
+#if REPROSGD_IMPL_GEMM_HOST_KERNEL
+TEST_CASE_TEMPLATE_DEFINE("the result does not depend on the thread count or the tiling", Space,
+                          gemm_threads_test) {
+  // The host kernel's tiling and K blocking follow the thread count; force the plans of 1, 2, 3,
+  // 5 and 8 threads on this backend (whatever its real thread count) and compare bits.
+  const int m = 128, n = 512, k = 784;
+  host_matrix ha("a", m, k), hb("b", k, n);
+  fill(ha, 7);
+  fill(hb, 8);
+  const host_matrix expected = reference<gemm_op::nn>(ha, hb, m, n, k);
+  Space space;
+  matrix<Space> a("a", m, k), b("b", k, n), c("c", m, n);
+  Kokkos::deep_copy(a, ha);
+  Kokkos::deep_copy(b, hb);
+  host_matrix got("got", m, n);
+  const reprosgd::detail::gemm_host::Operand ao{a.data(), k, 1}, bo{b.data(), n, 1};
+  for (const int threads : {1, 2, 3, 5, 8}) {
+    CAPTURE(threads);
+    Kokkos::deep_copy(c, std::nanf(""));
+    reprosgd::detail::gemm_host_run(space, ao, bo, c.data(), n, m, n, k, threads);
+    space.fence();
+    Kokkos::deep_copy(got, c);
+    CHECK(bit_differences(got, expected) == 0);
+  }
+}
+TEST_CASE_TEMPLATE_APPLY(gemm_threads_test, reprosgd_test::host_spaces);
+#endif
+
+#if defined(KOKKOS_ENABLE_SERIAL) && (defined(KOKKOS_ENABLE_OPENMP) || defined(KOKKOS_ENABLE_THREADS))
+TEST_CASE("the parallel host backend gives the bits of Serial (1 thread)") {
+#if defined(KOKKOS_ENABLE_OPENMP)
+  using Parallel = Kokkos::OpenMP;
+#else
+  using Parallel = Kokkos::Threads;
+#endif
+  const int threads = reprosgd::detail::concurrency(Parallel());
+  MESSAGE("parallel backend ", std::string(Parallel::name()), " runs ", threads, " threads");
+  WARN_MESSAGE(threads > 1, "only one thread: run with OMP_NUM_THREADS=2 (or --kokkos-threads=2)");
+  const int m = 128, n = 784, k = 512;
+  host_matrix ha("a", m, k), hb("b", n, k);
+  fill(ha, 21);
+  fill(hb, 22);
+  matrix<Kokkos::Serial> as("a", m, k), bs("b", n, k), cs("c", m, n);
+  matrix<Parallel> ap("a", m, k), bp("b", n, k), cp("c", m, n);
+  Kokkos::deep_copy(as, ha);
+  Kokkos::deep_copy(bs, hb);
+  Kokkos::deep_copy(ap, ha);
+  Kokkos::deep_copy(bp, hb);
+  reprosgd::gemm_nt(Kokkos::Serial(), as, bs, cs);
+  reprosgd::gemm_nt(Parallel(), ap, bp, cp);
+  Kokkos::fence();
+  host_matrix hs("s", m, n), hp("p", m, n);
+  Kokkos::deep_copy(hs, cs);
+  Kokkos::deep_copy(hp, cp);
+  CHECK(bit_differences(hs, hp) == 0);
+}
+#endif
+
+TEST_CASE("unmanaged views, subviews and the default-instance overloads") {
+  using unmanaged_const =
+      Kokkos::View<const float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using unmanaged = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  const int m = 19, n = 37, k = 300;
+  InputGenerator g(5);
+  std::vector<float> abuf(m * k), bbuf(k * n), cbuf(m * n, std::nanf(""));
+  for (float& x : abuf) x = g.next();
+  for (float& x : bbuf) x = g.next();
+  unmanaged_const a(abuf.data(), m, k), b(bbuf.data(), k, n);
+  unmanaged c(cbuf.data(), m, n);
+  reprosgd::gemm_nn(a, b, c);
+  Kokkos::fence();
+  host_matrix ha("a", m, k), hb("b", k, n), hc("c", m, n);
+  Kokkos::deep_copy(ha, a);
+  Kokkos::deep_copy(hb, b);
+  Kokkos::deep_copy(hc, c);
+  CHECK(bit_differences(hc, reference<gemm_op::nn>(ha, hb, m, n, k)) == 0);
+
+  // Subviews: a block of rows and columns of bigger matrices, so every operand has a row stride
+  // larger than its width (the padded layout a LayoutRight subview keeps).
+  host_matrix big_a("big_a", 40, 350), big_b("big_b", 330, 60), big_c("big_c", 30, 70);
+  fill(big_a, 31);
+  fill(big_b, 32);
+  Kokkos::deep_copy(big_c, std::nanf(""));
+  const auto sa = Kokkos::subview(big_a, std::make_pair(3, 3 + m), std::make_pair(10, 10 + k));
+  const auto sb = Kokkos::subview(big_b, std::make_pair(7, 7 + k), std::make_pair(5, 5 + n));
+  const auto sc = Kokkos::subview(big_c, std::make_pair(2, 2 + m), std::make_pair(1, 1 + n));
+  static_assert(reprosgd::RowMajorMatrix<decltype(sa)>);
+  static_assert(reprosgd::MutableRowMajorMatrix<decltype(sc)>);
+  CHECK(sa.stride(0) == 350);
+  host_matrix ca("ca", m, k), cb("cb", k, n), cc("cc", m, n);
+  Kokkos::deep_copy(ca, sa);
+  Kokkos::deep_copy(cb, sb);
+  reprosgd::gemm_nn(sa, sb, sc);
+  Kokkos::fence();
+  Kokkos::deep_copy(cc, sc);
+  CHECK(bit_differences(cc, reference<gemm_op::nn>(ca, cb, m, n, k)) == 0);
+  // Elements of big_c outside the subview are untouched.
+  CHECK(std::isnan(big_c(1, 1)));
+  CHECK(std::isnan(big_c(2, 0)));
+  CHECK(std::isnan(big_c(2, 1 + n)));
+  CHECK(std::isnan(big_c(2 + m, 1)));
+
+  // A^T*B and A*B^T through row subviews: the transposed operands keep their stride too.
+  host_matrix t_c("t_c", m, n);
+  const auto sat = Kokkos::subview(big_b, std::make_pair(0, k), std::make_pair(0, m));  // K x M
+  reprosgd::gemm_tn(sat, sb, t_c);
+  host_matrix cat("cat", k, m);
+  Kokkos::deep_copy(cat, sat);
+  CHECK(bit_differences(t_c, reference<gemm_op::tn>(cat, cb, m, n, k)) == 0);
+  const auto sbt = Kokkos::subview(big_a, std::make_pair(0, n), std::make_pair(0, k));  // N x K
+  reprosgd::gemm_nt(sa, sbt, t_c);
+  host_matrix cbt("cbt", n, k);
+  Kokkos::deep_copy(cbt, sbt);
+  CHECK(bit_differences(t_c, reference<gemm_op::nt>(ca, cbt, m, n, k)) == 0);
+}
+
+TEST_CASE("shape errors name the operation and both shapes") {
+  host_matrix a("a", 128, 784), b("b", 512, 512), c("c", 128, 512), c2("c2", 128, 10);
+  CHECK_THROWS_WITH_AS(reprosgd::gemm_nn(a, b, c),
+                       "reprosgd::gemm_nn: A is 128x784 but B is 512x512 (inner dimensions differ)",
+                       reprosgd::config_error);
+  host_matrix w("w", 784, 512);
+  CHECK_THROWS_WITH_AS(reprosgd::gemm_nn(a, w, c2), "reprosgd::gemm_nn: C is 128x10 but A*B is 128x512",
+                       reprosgd::config_error);
+  CHECK_THROWS_WITH_AS(
+      reprosgd::gemm_tn(a, b, c),
+      "reprosgd::gemm_tn: A is 128x784 (A^T is 784x128) but B is 512x512 (inner dimensions differ)",
+      reprosgd::config_error);
+  host_matrix g("g", 128, 512), wg("wg", 784, 10);
+  CHECK_THROWS_WITH_AS(reprosgd::gemm_tn(a, g, wg), "reprosgd::gemm_tn: C is 784x10 but A^T*B is 784x512",
+                       reprosgd::config_error);
+  host_matrix dy("dy", 128, 512), wt("wt", 10, 784);
+  CHECK_THROWS_WITH_AS(
+      reprosgd::gemm_nt(dy, wt, c),
+      "reprosgd::gemm_nt: A is 128x512 but B is 10x784 (B^T is 784x10; inner dimensions differ)",
+      reprosgd::config_error);
+  host_matrix w2("w2", 784, 512);
+  CHECK_THROWS_WITH_AS(reprosgd::gemm_nt(dy, w2, c), "reprosgd::gemm_nt: C is 128x512 but A*B^T is 128x784",
+                       reprosgd::config_error);
+  // The result must not alias an input.
+  host_matrix sq("sq", 64, 64);
+  host_matrix sq2("sq2", 64, 64);
+  CHECK_THROWS_WITH_AS(reprosgd::gemm_nn(sq, sq2, sq),
+                       "reprosgd::gemm_nn: C overlaps A (the result must not alias an input)",
+                       reprosgd::config_error);
+  CHECK_THROWS_WITH_AS(reprosgd::gemm_tn(sq2, Kokkos::subview(sq, std::make_pair(0, 64), Kokkos::ALL), sq),
+                       "reprosgd::gemm_tn: C overlaps B (the result must not alias an input)",
+                       reprosgd::config_error);
+}
+
+}  // TEST_SUITE
