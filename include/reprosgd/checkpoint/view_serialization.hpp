@@ -64,7 +64,10 @@ struct ViewShape {
   }
   [[nodiscard]] std::string to_string() const {
     std::string s;
-    for (std::uint32_t i = 0; i < rank; ++i) s += (i ? "x" : "") + std::to_string(extents[i]);
+    for (std::uint32_t i = 0; i < rank; ++i) {
+      if (i != 0) s += 'x';
+      s += std::to_string(extents[i]);
+    }
     return rank == 0 ? std::string("scalar") : s;
   }
 };

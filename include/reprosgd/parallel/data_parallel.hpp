@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 REPROSGD_BEGIN_NAMESPACE
@@ -130,7 +131,7 @@ class DataParallel {
   }
 
   /// @collective Wait for every rank. @throws comm_error
-  void barrier() const { detail::mpi_check(MPI_Barrier(comm()), "reprosgd::DataParallel::barrier: MPI_Barrier"); }
+  void barrier() const { check_(comm(), MPI_Barrier(comm()), "reprosgd::DataParallel::barrier", "MPI_Barrier"); }
 
   /**
    * Logical AND of `flag` over all ranks: every rank gets the same answer, so a check that failed
@@ -139,8 +140,8 @@ class DataParallel {
    */
   [[nodiscard]] bool agree(bool flag) const {
     int in = flag ? 1 : 0, out = 0;
-    detail::mpi_check(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, comm()),
-                      "reprosgd::DataParallel::agree: MPI_Allreduce(MPI_LAND)");
+    check_(comm(), MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LAND, comm()), "reprosgd::DataParallel::agree",
+           "MPI_Allreduce(MPI_LAND)");
     return out != 0;
   }
 
@@ -201,12 +202,39 @@ class DataParallel {
     const T* send = local.data();
     const bool in_place = local.data() == all.data() + mine.begin;
     const MPI_Datatype type = detail::mpi_datatype<T>();
-    detail::mpi_check(MPI_Allgatherv(in_place ? MPI_IN_PLACE : static_cast<const void*>(send), counts[rank_], type,
-                                     all.data(), counts.data(), displs.data(), type, comm()),
-                      "reprosgd::DataParallel::allgather_micro_batches: MPI_Allgatherv");
+    check_(comm(),
+           MPI_Allgatherv(in_place ? MPI_IN_PLACE : static_cast<const void*>(send), counts[rank_], type, all.data(),
+                          counts.data(), displs.data(), type, comm()),
+           "reprosgd::DataParallel::allgather_micro_batches", "MPI_Allgatherv");
+  }
+
+ protected:
+  /**
+   * What every collective calls with its return code, on success too. The default throws
+   * comm_error when rc != MPI_SUCCESS. A plain function pointer rather than a virtual function:
+   * DataParallel stays a non-polymorphic value type, and a derived policy (UlfmDataParallel)
+   * installs one that agrees on the outcome across the surviving ranks. It receives only the
+   * communicator, so a moved or sliced object never calls it with a dangling `this`.
+   */
+  using collective_check = void (*)(MPI_Comm comm, int rc, const char* who, const char* call);
+  void set_collective_check(collective_check check) noexcept { check_ = check; }
+
+  /// Replace the communicator by `comm` (taking ownership, freeing the old one) and refresh rank
+  /// and size: for recovery after a failure. @throws comm_error if MPI_Comm_rank/size fail
+  void adopt_communicator(detail::CommHandle comm) {
+    int rank = 0, size = 1;
+    detail::mpi_check(MPI_Comm_rank(comm.get(), &rank), "reprosgd::DataParallel::adopt_communicator: MPI_Comm_rank");
+    detail::mpi_check(MPI_Comm_size(comm.get(), &size), "reprosgd::DataParallel::adopt_communicator: MPI_Comm_size");
+    comm_ = std::move(comm);
+    rank_ = rank;
+    size_ = size;
   }
 
  private:
+  static void throw_on_error(MPI_Comm, int rc, const char* who, const char* call) {
+    if (rc != MPI_SUCCESS) detail::mpi_check(rc, (std::string(who) + ": " + call).c_str());
+  }
+
   template <class View>
   void allreduce_in_place(const View& values, MPI_Op op, const char* who) const {
     using T = typename View::non_const_value_type;
@@ -219,9 +247,9 @@ class DataParallel {
     long offset = 0;
     do {
       const long count = n - offset < chunk ? n - offset : chunk;
-      const int rc =
-          MPI_Allreduce(MPI_IN_PLACE, data + offset, static_cast<int>(count), detail::mpi_datatype<T>(), op, comm());
-      if (rc != MPI_SUCCESS) detail::mpi_check(rc, (std::string(who) + ": MPI_Allreduce").c_str());
+      check_(comm(),
+             MPI_Allreduce(MPI_IN_PLACE, data + offset, static_cast<int>(count), detail::mpi_datatype<T>(), op, comm()),
+             who, "MPI_Allreduce");
       offset += count;
     } while (offset < n);
   }
@@ -230,6 +258,7 @@ class DataParallel {
   detail::CommHandle comm_{};
   int rank_ = 0;
   int size_ = 1;
+  collective_check check_ = &throw_on_error;
 };
 
 static_assert(Parallelism<DataParallel<>>);

@@ -18,9 +18,11 @@ TEST_SUITE("checkpoint.damage") {
     const auto bad = dir / "bad.rsgd";
     const ckpt_test::State sentinel = ckpt_test::make_state(1234, 2, 3);
 
+    // Allocated once: thousands of iterations must not each launch Kokkos initialisation kernels
+    // (OpenMP fork/join per View is slow on an oversubscribed machine).
+    ckpt_test::State staging = ckpt_test::shaped_like(sentinel);
     const auto check_refused = [&](const std::string& what) {
-      // A private copy of the sentinel (plain memcpy: thousands of iterations, no Kokkos launches).
-      ckpt_test::State staging = ckpt_test::shaped_like(sentinel);
+      // Reset the staging object to the sentinel's values.
       std::memcpy(staging.weights.data(), sentinel.weights.data(), sentinel.weights.size() * sizeof(float));
       std::memcpy(staging.moments.data(), sentinel.moments.data(), sentinel.moments.size() * sizeof(double));
       staging.extra = sentinel.extra;
@@ -51,7 +53,6 @@ TEST_SUITE("checkpoint.damage") {
       }
     }
     // The original still loads (the loop did not damage it).
-    ckpt_test::State staging = ckpt_test::shaped_like(state);
     reprosgd::load_snapshot<F>(good, ckpt_test::test_config(), staging);
     CHECK(ckpt_test::same_bits(staging, state));
   }

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file End-to-end training throughput (samples/s) of a 784-512-512-10 ReLU MLP, batch 128, SGD
+/// with momentum, and the peak memory of the process; JSON lines.
+///
+///   build/bench/train_bench [--micro-batch 128] [--steps 20] [--repeats 7] [--reduction exact|native]
+///                           [--kokkos-threads=N]            (under mpiexec -n P with MPI)
+#include <reprosgd/reprosgd.hpp>
+#include <reprosgd/reduction/native.hpp>
+#if REPROSGD_HAS_MPI
+#include <reprosgd/parallel/data_parallel.hpp>
+#include <reprosgd/parallel/mpi_environment.hpp>
+#endif
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#ifndef REPROSGD_GIT_SHA
+#define REPROSGD_GIT_SHA "unknown"
+#endif
+
+namespace {
+
+struct Args {
+  long micro_batch = 128;
+  long steps = 20;
+  int repeats = 7;
+  std::string reduction = "exact";
+  bool smoke = false;
+};
+
+// Records the wall time at the end of every step.
+struct StepClock {
+  std::vector<double> t;
+  bool on_step_end(const reprosgd::StepMetrics&) {
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count());
+    return false;
+  }
+};
+
+template <class Par>
+int run(const Args& a) {
+  using namespace reprosgd;
+  const long batch = a.smoke ? 16 : 128;
+  const long mb = a.smoke ? 8 : a.micro_batch;
+  const long steps = a.smoke ? 2 : a.steps;
+  const int repeats = a.smoke ? 1 : a.repeats;
+  const long warmup = a.smoke ? 1 : 3;
+  const long total = warmup + steps * repeats;
+  const auto data = make_synthetic_classification(1, static_cast<std::size_t>(batch * 50), 784, 10, {.separation = 0.2f});
+  Trainer<Par> trainer({.global_batch = batch, .micro_batch = mb, .steps = total, .seed = 1, .evaluate_each_epoch = false});
+  Sequential model{Dense{784, a.smoke ? 32 : 512}, ReLU{}, Dense{a.smoke ? 32 : 512, a.smoke ? 32 : 512}, ReLU{},
+                   Dense{a.smoke ? 32 : 512, 10}};
+  const Sgd sgd{{.lr = 0.01f, .momentum = 0.9f}};
+  auto state = trainer.start(model, sgd);
+  StepClock clock;
+  trainer.fit(model, sgd, state, data, clock);
+  std::vector<double> rates;
+  for (int r = 0; r < repeats; ++r) {
+    const double t0 = clock.t[static_cast<std::size_t>(warmup - 1 + r * steps)];
+    const double t1 = clock.t[static_cast<std::size_t>(warmup - 1 + (r + 1) * steps)];
+    rates.push_back(static_cast<double>(steps * batch) / (t1 - t0));
+  }
+  std::sort(rates.begin(), rates.end());
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  if (trainer.parallelism().rank() == 0)
+    std::printf(
+        "{\"bench\":\"train\",\"model\":\"%s\",\"batch\":%ld,\"micro_batch\":%ld,\"optimizer\":\"sgd-momentum\","
+        "\"backend\":\"%s\",\"threads\":%d,\"ranks\":%d,\"reduction\":\"%s\",\"samples_per_s\":%.1f,"
+        "\"samples_per_s_best\":%.1f,\"repeats\":%d,\"steps_per_repeat\":%ld,\"peak_rss_mib\":%.1f,\"git\":\"%s\"}\n",
+        a.smoke ? "784-32-32-10" : "784-512-512-10", batch, mb, Par::execution_space::name(),
+        detail::concurrency(typename Par::execution_space()), trainer.parallelism().size(),
+        Par::reduction_type::name(), rates[rates.size() / 2], rates.back(), repeats, steps,
+        static_cast<double>(ru.ru_maxrss) / 1024.0, REPROSGD_GIT_SHA);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#if REPROSGD_HAS_MPI
+  reprosgd::MpiEnvironment mpi(argc, argv);
+#endif
+  Kokkos::ScopeGuard kokkos(argc, argv);
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (s == "--smoke") a.smoke = true;
+    else if (s == "--micro-batch") a.micro_batch = std::atol(next().c_str());
+    else if (s == "--steps") a.steps = std::atol(next().c_str());
+    else if (s == "--repeats") a.repeats = std::atoi(next().c_str());
+    else if (s == "--reduction") a.reduction = next();
+    else if (s.rfind("--kokkos", 0) != 0) {
+      std::fprintf(stderr, "train_bench: unknown option %s\n", s.c_str());
+      return 2;
+    }
+  }
+  using Space = Kokkos::DefaultExecutionSpace;
+#if REPROSGD_HAS_MPI
+  if (a.reduction == "native") return run<reprosgd::DataParallel<Space, reprosgd::Native>>(a);
+  return run<reprosgd::DataParallel<Space, reprosgd::Exact>>(a);
+#else
+  if (a.reduction == "native") return run<reprosgd::Serial<Space, reprosgd::Native>>(a);
+  return run<reprosgd::Serial<Space, reprosgd::Exact>>(a);
+#endif
+}

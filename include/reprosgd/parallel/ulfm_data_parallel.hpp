@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file UlfmDataParallel: DataParallel whose collectives survive a dead rank (ULFM revoke, agree, shrink).
+#pragma once
+
+#include <reprosgd/config.hpp>
+
+#if !REPROSGD_HAS_ULFM
+#error "reprosgd/parallel/ulfm_data_parallel.hpp: ShrinkAndContinue needs an MPI with ULFM (MPIX_Comm_shrink in <mpi-ext.h>), e.g. Open MPI 5 run with mpiexec --with-ft ulfm; use RestartFromCheckpoint or Abort"
+#endif
+
+#include <reprosgd/concepts/fault_policy.hpp>
+#include <reprosgd/concepts/parallelism.hpp>
+#include <reprosgd/concepts/reduction.hpp>
+#include <reprosgd/detail/mpi_check.hpp>
+#include <reprosgd/error.hpp>
+#include <reprosgd/parallel/data_parallel.hpp>
+#include <reprosgd/reduction/exact.hpp>
+
+#include <Kokkos_Core.hpp>
+#include <mpi.h>
+#include <mpi-ext.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+REPROSGD_BEGIN_NAMESPACE
+
+namespace detail {
+
+/// The MPI error class of a return code (the code itself if MPI_Error_class fails).
+inline int mpi_error_class(int rc) noexcept {
+  int cls = rc;
+  if (MPI_Error_class(rc, &cls) != MPI_SUCCESS) cls = rc;
+  return cls;
+}
+
+/// Whether an error says that a process of the communicator died (revoked is not such a report:
+/// it only says that some rank gave up on the communicator, for whatever reason).
+inline bool is_process_failure(int rc) noexcept {
+  const int cls = mpi_error_class(rc);
+  return cls == MPIX_ERR_PROC_FAILED || cls == MPIX_ERR_PROC_FAILED_PENDING;
+}
+
+/// The ranks of `comm` that this process knows to have failed (MPIX_Comm_get_failed), ascending.
+/// Local knowledge: another survivor may know of more or fewer; recover() gives the agreed list.
+inline std::vector<int> known_failed_ranks(MPI_Comm comm) {
+  MPI_Group failed = MPI_GROUP_NULL, all = MPI_GROUP_NULL;
+  std::vector<int> out;
+  if (MPIX_Comm_get_failed(comm, &failed) != MPI_SUCCESS) return out;
+  int n = 0;
+  if (MPI_Group_size(failed, &n) == MPI_SUCCESS && n > 0 && MPI_Comm_group(comm, &all) == MPI_SUCCESS) {
+    std::vector<int> in(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) in[static_cast<std::size_t>(i)] = i;
+    out.resize(in.size());
+    if (MPI_Group_translate_ranks(failed, n, in.data(), all, out.data()) != MPI_SUCCESS) out.clear();
+    MPI_Group_free(&all);
+  }
+  MPI_Group_free(&failed);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/**
+ * The end of a collective under ULFM: revoke if the outcome is bad, then throw the same exception
+ * on every survivor. `rc` must be the return code of an operation whose code is the same on all
+ * survivors (MPIX_Comm_agree's is: "consistently raised at all MPI processes").
+ */
+inline void ulfm_raise(MPI_Comm comm, int rc, bool process_failed, const char* who, const char* call) {
+  // Revoke first: a rank still blocked in another operation on comm (or about to start one)
+  // returns MPIX_ERR_REVOKED instead of waiting for a peer that will never answer.
+  MPIX_Comm_revoke(comm);
+  std::string what = std::string(who) + ": " + call;
+  if (process_failed) {
+    std::vector<int> failed = known_failed_ranks(comm);
+    std::string list;
+    for (int r : failed) {
+      if (!list.empty()) list += ',';
+      list += std::to_string(r);
+    }
+    throw process_failure(what + ": a process of the communicator failed (" + mpi_error_string(rc) +
+                              "); ranks known failed here: " + (list.empty() ? "none yet" : list) +
+                              "; the communicator is revoked, call recover()",
+                          std::move(failed));
+  }
+  throw comm_error(what + " failed on at least one rank (" + mpi_error_string(rc) +
+                   "); the communicator is revoked");
+}
+
+}  // namespace detail
+
+/**
+ * Data parallelism that survives the loss of ranks (User-Level Failure Mitigation, MPI 4 draft /
+ * Open MPI 5 `--with-ft ulfm`): DataParallel's collectives, plus an agreement after each one,
+ * plus recovery by shrinking the communicator to the survivors.
+ *
+ * **Failure semantics.** A collective can succeed on some ranks and fail on others (a rank that
+ * received every contribution it needed before the peer died completes). So every collective is
+ * followed by MPIX_Comm_agree on "my call succeeded": the agreement ignores dead processes and
+ * raises MPIX_ERR_PROC_FAILED *consistently on all survivors*. On a failure each survivor revokes
+ * the communicator and throws reprosgd::process_failure — every survivor in the same collective
+ * call. Any other MPI error (a bug, not a death) throws comm_error the same way.
+ *
+ * After process_failure, call recover() on every survivor: it shrinks the communicator; rank(),
+ * size() and micro_batch_range() then describe the survivors, so the micro-batches re-map
+ * (DESIGN §4) and, with the Exact reduction, the sums keep their bits (L3).
+ *
+ * The Trainer's step protocol (docs/fault_tolerance.md):
+ * @code
+ * for (;;) {
+ *   try {
+ *     compute micro-batch gradients; red.reduce(par, ...);     // may throw process_failure
+ *     if (!par.step_completed_everywhere(local_ok)) throw ...;  // agreed, before the update
+ *     apply the update; last_completed = step; break;
+ *   } catch (const reprosgd::process_failure&) {
+ *     par.recover();
+ *     step = par.agree_min(last_completed) + 1;                 // roll back, re-map, redo
+ *   }
+ * }
+ * @endcode
+ *
+ * Cost: one MPIX_Comm_agree per collective (Exact::reduce makes two collectives per step).
+ * Needs `mpiexec --with-ft ulfm` at run time: without it Open MPI ends the whole job when a rank
+ * dies, before any of this can run.
+ *
+ * @tparam ExecSpace Kokkos execution space the kernels run on.
+ * @tparam Red How micro-batch gradients are summed across ranks (Exact: rank-independent bits).
+ */
+template <class ExecSpace = Kokkos::DefaultExecutionSpace, class Red = Exact>
+class UlfmDataParallel : public DataParallel<ExecSpace, Red> {
+  using base = DataParallel<ExecSpace, Red>;
+
+ public:
+  using typename base::execution_space;
+  using typename base::reduction_type;
+
+  /**
+   * Duplicate `comm` with MPI_ERRORS_RETURN (as DataParallel does) and install the agreeing check.
+   * @throws config_error if MPI is not initialised; comm_error if a setup call fails
+   * @collective over `comm`
+   */
+  explicit UlfmDataParallel(MPI_Comm comm = MPI_COMM_WORLD, const ExecSpace& space = ExecSpace())
+      : base(comm, space) {
+    this->set_collective_check(&check_collective);
+  }
+
+  static constexpr const char* name() noexcept { return "ulfm_data_parallel"; }
+
+  /**
+   * Logical AND of `flag` over the live ranks, by MPIX_Comm_agree (fault tolerant).
+   * @throws process_failure on every survivor if a rank of the communicator has failed
+   * @collective @deterministic
+   */
+  [[nodiscard]] bool agree(bool flag) const { return agree_bits(flag ? 1 : 0, "reprosgd::UlfmDataParallel::agree") != 0; }
+
+  /**
+   * The agreement before a step's update is applied: true iff every rank passed `local_ok` true.
+   * A step's collectives can succeed on some ranks and fail on others, and a rank can die after
+   * the last one; applying the update only after this agreement means either every survivor
+   * applies the step or none does, so their parameters stay identical.
+   * @throws process_failure on every survivor if a rank of the communicator has failed (then call
+   *         recover() and roll back to agree_min(last completed step))
+   * @collective @deterministic
+   */
+  [[nodiscard]] bool step_completed_everywhere(bool local_ok) const {
+    return agree_bits(local_ok ? 1 : 0, "reprosgd::UlfmDataParallel::step_completed_everywhere") != 0;
+  }
+
+  /**
+   * The smallest `value` over the live ranks (e.g. the last step every survivor completed), by 13
+   * fault-tolerant agreements: MPIX_Comm_agree ANDs 32-bit flags, so each round fixes the next 5
+   * bits of the minimum (bit v of a rank's flag says "my next 5-bit digit is above v", among the
+   * ranks whose higher bits equal the minimum found so far).
+   * @throws process_failure on every survivor if a rank has failed
+   * @collective @deterministic
+   */
+  [[nodiscard]] std::uint64_t agree_min(std::uint64_t value) const {
+    std::uint64_t prefix = 0;  // the minimum's bits above `shift`, agreed so far
+    int shift = 64;
+    while (shift > 0) {
+      const int width = shift >= 5 ? 5 : shift;
+      shift -= width;
+      const bool matches = shift + width == 64 || (value >> (shift + width)) == prefix;
+      const unsigned digit = static_cast<unsigned>(value >> shift) & ((1u << width) - 1u);
+      std::uint32_t bits = 0;
+      for (unsigned v = 0; v < 32; ++v)
+        if (!matches || digit > v) bits |= 1u << v;
+      const std::uint32_t agreed =
+          static_cast<std::uint32_t>(agree_bits(static_cast<int>(bits), "reprosgd::UlfmDataParallel::agree_min"));
+      // The minimum's digit is the lowest clear bit (the owner of the minimum clears bit `digit`).
+      prefix = (prefix << width) | static_cast<std::uint64_t>(std::countr_one(agreed));
+    }
+    return prefix;
+  }
+
+  /**
+   * Shrink the communicator to the survivors (MPIX_Comm_shrink, which tolerates further failures
+   * while it runs) and continue on it: rank(), size() and micro_batch_range() change. The failed
+   * ranks are found by comparing the old and new groups, so every survivor reports the same list.
+   * Also valid when nothing failed (the new communicator then has every rank).
+   * @throws comm_error if the shrink fails
+   * @collective over the survivors
+   */
+  RecoveryReport recover() {
+    const double start = MPI_Wtime();
+    RecoveryReport report;
+    report.old_rank = this->rank();
+    report.old_size = this->size();
+    const MPI_Comm old = this->comm();
+    MPIX_Comm_revoke(old);  // idempotent; releases any rank still waiting in an old operation
+    MPI_Comm shrunk = MPI_COMM_NULL;
+    detail::mpi_check(MPIX_Comm_shrink(old, &shrunk), "reprosgd::UlfmDataParallel::recover: MPIX_Comm_shrink");
+    detail::CommHandle handle(shrunk);
+    detail::mpi_check(MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN),
+                      "reprosgd::UlfmDataParallel::recover: MPI_Comm_set_errhandler");
+    report.failed_ranks = gone_ranks(old, shrunk);
+    this->adopt_communicator(std::move(handle));  // frees the revoked one (a local operation)
+    report.new_rank = this->rank();
+    report.new_size = this->size();
+    report.seconds = MPI_Wtime() - start;
+    return report;
+  }
+
+ private:
+  /// The ranks of `old` that are not in `shrunk`, ascending.
+  static std::vector<int> gone_ranks(MPI_Comm old, MPI_Comm shrunk) {
+    MPI_Group old_group = MPI_GROUP_NULL, new_group = MPI_GROUP_NULL;
+    detail::mpi_check(MPI_Comm_group(old, &old_group), "reprosgd::UlfmDataParallel::recover: MPI_Comm_group");
+    detail::mpi_check(MPI_Comm_group(shrunk, &new_group), "reprosgd::UlfmDataParallel::recover: MPI_Comm_group");
+    int old_size = 0, new_size = 0;
+    MPI_Group_size(old_group, &old_size);
+    MPI_Group_size(new_group, &new_size);
+    std::vector<int> in(static_cast<std::size_t>(new_size)), out(in.size());
+    for (int i = 0; i < new_size; ++i) in[static_cast<std::size_t>(i)] = i;
+    const int rc = MPI_Group_translate_ranks(new_group, new_size, in.data(), old_group, out.data());
+    MPI_Group_free(&old_group);
+    MPI_Group_free(&new_group);
+    detail::mpi_check(rc, "reprosgd::UlfmDataParallel::recover: MPI_Group_translate_ranks");
+    std::vector<char> alive(static_cast<std::size_t>(old_size), 0);
+    for (int r : out)
+      if (r >= 0 && r < old_size) alive[static_cast<std::size_t>(r)] = 1;
+    std::vector<int> gone;
+    for (int r = 0; r < old_size; ++r)
+      if (!alive[static_cast<std::size_t>(r)]) gone.push_back(r);
+    return gone;
+  }
+
+  /// MPIX_Comm_agree of `bits`; any error (uniform across survivors) revokes and throws.
+  int agree_bits(int bits, const char* who) const {
+    const int rc = MPIX_Comm_agree(this->comm(), &bits);
+    if (rc != MPI_SUCCESS) detail::ulfm_raise(this->comm(), rc, detail::is_process_failure(rc), who, "MPIX_Comm_agree");
+    return bits;
+  }
+
+  /**
+   * Installed into DataParallel: called after every collective with its return code. Agrees on two
+   * bits — bit 0 "my call succeeded", bit 1 "I saw no process failure" — so that the ranks whose
+   * call succeeded learn of a failure elsewhere, and everyone throws the same exception.
+   */
+  static void check_collective(MPI_Comm comm, int rc, const char* who, const char* call) {
+    const bool failed_here = rc != MPI_SUCCESS && detail::is_process_failure(rc);
+    // Revoke before agreeing so that no survivor stays blocked in a later operation (and ranks
+    // stuck in this collective's partners return MPIX_ERR_REVOKED).
+    if (rc != MPI_SUCCESS) MPIX_Comm_revoke(comm);
+    int flag = (rc == MPI_SUCCESS ? 1 : 0) | (failed_here ? 0 : 2);
+    const int arc = MPIX_Comm_agree(comm, &flag);
+    if (arc == MPI_SUCCESS && flag == 3) return;
+    const bool process_failed = detail::is_process_failure(arc) || (flag & 2) == 0;
+    // Report the collective's own error where this rank has one, else the agreement's.
+    detail::ulfm_raise(comm, rc != MPI_SUCCESS ? rc : (arc != MPI_SUCCESS ? arc : MPIX_ERR_PROC_FAILED),
+                       process_failed, who, call);
+  }
+};
+
+static_assert(Parallelism<UlfmDataParallel<>>);
+static_assert(Reduction<Exact, UlfmDataParallel<>>);
+static_assert(RecoverableParallelism<UlfmDataParallel<>>);
+
+REPROSGD_END_NAMESPACE

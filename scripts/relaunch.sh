@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Relaunch a job on fewer ranks while it asks to be restarted (the RestartFromCheckpoint policy).
+#
+# usage: scripts/relaunch.sh -n RANKS [--min-ranks N] [--attempts N] [--retry-on CODE]... -- COMMAND [ARGS...]
+#
+# Runs COMMAND with every argument "{ranks}" (or containing it) replaced by the current rank
+# count, and with REPROSGD_RANKS (the rank count) and REPROSGD_ATTEMPT (1, 2, ...) in its
+# environment. While it exits with 75 (reprosgd::restart_exit_code, EX_TEMPFAIL) or one of the
+# --retry-on codes, it is run again with one rank fewer, at most --attempts times in all
+# (default 3) and never below --min-ranks (default 1). The program resumes from its newest valid
+# checkpoint; checkpoints do not depend on the rank count, so the result has the same bits.
+#
+# Exit status: the command's last status; 2 for a usage error. Giving up while the command
+# still asks for a restart exits with that status and says why on stderr.
+#
+# Example (Open MPI; the job exits 75 when a rank dies, see docs/fault_tolerance.md):
+#   scripts/relaunch.sh -n 4 -- mpiexec -n {ranks} --with-ft ulfm ./train --resume latest
+set -u
+usage() {
+  echo "usage: relaunch.sh -n RANKS [--min-ranks N] [--attempts N] [--retry-on CODE]... -- COMMAND [ARGS...]" >&2
+  exit 2
+}
+is_count() { [[ $1 =~ ^[0-9]+$ ]]; }
+ranks=
+min_ranks=1
+attempts=3
+retry_codes=(75)
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    -n | --ranks) [[ $# -ge 2 ]] || usage; ranks=$2; shift 2 ;;
+    --min-ranks) [[ $# -ge 2 ]] || usage; min_ranks=$2; shift 2 ;;
+    --attempts) [[ $# -ge 2 ]] || usage; attempts=$2; shift 2 ;;
+    --retry-on) [[ $# -ge 2 ]] || usage; retry_codes+=("$2"); shift 2 ;;
+    --) shift; break ;;
+    *) echo "relaunch.sh: unknown option '$1'" >&2; usage ;;
+  esac
+done
+[[ $# -gt 0 ]] || { echo "relaunch.sh: no command after --" >&2; usage; }
+for v in "$ranks" "$min_ranks" "$attempts"; do
+  is_count "$v" || { echo "relaunch.sh: '$v' is not a count" >&2; usage; }
+done
+for c in "${retry_codes[@]}"; do
+  is_count "$c" || { echo "relaunch.sh: --retry-on '$c' is not an exit status" >&2; usage; }
+done
+((ranks >= 1 && min_ranks >= 1 && attempts >= 1)) || { echo "relaunch.sh: -n, --min-ranks and --attempts must be >= 1" >&2; usage; }
+((ranks >= min_ranks)) || { echo "relaunch.sh: -n $ranks is below --min-ranks $min_ranks" >&2; usage; }
+
+attempt=1
+while :; do
+  cmd=()
+  for a in "$@"; do cmd+=("${a//\{ranks\}/$ranks}"); done
+  echo "relaunch.sh: attempt $attempt of $attempts on $ranks ranks: ${cmd[*]}" >&2
+  REPROSGD_RANKS=$ranks REPROSGD_ATTEMPT=$attempt "${cmd[@]}"
+  rc=$?
+  retry=0
+  for c in "${retry_codes[@]}"; do ((rc == c)) && retry=1; done
+  ((retry)) || exit "$rc"
+  if ((attempt >= attempts)); then
+    echo "relaunch.sh: exit status $rc asks for a restart, but all $attempts attempts are used; giving up" >&2
+    exit "$rc"
+  fi
+  if ((ranks <= min_ranks)); then
+    echo "relaunch.sh: exit status $rc asks for a restart, but $ranks ranks is the minimum (--min-ranks); giving up" >&2
+    exit "$rc"
+  fi
+  ranks=$((ranks - 1))
+  attempt=$((attempt + 1))
+done
