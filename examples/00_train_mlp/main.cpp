@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -54,6 +55,19 @@ struct Config {
   long synthetic_test = 2000;
   bool quiet = false;
   std::string reduction = "exact";
+  std::string checkpoint_dir;
+  long checkpoint_every = 0;
+  std::size_t keep = 3;
+  std::string format = "portable";
+  std::string resume;
+  long stop_after = 0;
+};
+
+// A callback from a std::function: the checkpoint format is chosen at run time without making
+// fit() a template of it.
+struct StepHook {
+  std::function<bool(const reprosgd::StepMetrics&)> f;
+  bool on_step_end(const reprosgd::StepMetrics& m) { return f(m); }
 };
 
 // This process's rank (0 without MPI): only rank 0 prints progress and the fingerprint.
@@ -187,9 +201,51 @@ int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTes
                 "(micro-batch %ld)\n",
                 model.parameter_count(), trainer.parallelism().size(), Space::name(), detail::concurrency(Space()),
                 Par::reduction_type::name(), trainer.total_steps(data.train.size()), c.batch, c.micro_batch);
+  // Checkpoints: the format is a compile-time policy of the save/load calls, picked here at run time.
+  std::function<void()> save_now;
+  auto setup = [&]<class F>(F) {
+    std::shared_ptr<CheckpointManager<F>> dir;
+    if (!c.checkpoint_dir.empty()) {
+      dir = std::make_shared<CheckpointManager<F>>(c.checkpoint_dir, typename CheckpointManager<F>::Options{.keep_last = c.keep});
+      save_now = [&, dir] { trainer.save_checkpoint(*dir, model, opt, state, data.train); };
+    }
+    if (c.resume == "auto") {
+      if (!dir) throw config_error("train_mlp: --resume auto needs --checkpoint-dir");
+      const ResumeResult r = trainer.resume(*dir, model, opt, state, data.train);
+      if (rank == 0 && !c.quiet) {
+        for (const auto& s : r.skipped) std::printf("skipped checkpoint %s: %s\n", s.path.c_str(), s.reason.c_str());
+        if (r.resumed)
+          std::printf("resumed from %s at step %llu\n", r.path.c_str(), static_cast<unsigned long long>(r.info.step));
+        else
+          std::printf("no usable checkpoint in %s: starting from step 0\n", c.checkpoint_dir.c_str());
+      }
+    } else if (!c.resume.empty()) {
+      const SnapshotInfo info = trainer.template load_checkpoint<F>(c.resume, model, opt, state, data.train);
+      if (rank == 0 && !c.quiet)
+        std::printf("resumed from %s at step %llu\n", c.resume.c_str(), static_cast<unsigned long long>(info.step));
+    }
+  };
+  if (c.format == "binary") setup(BinaryFormat{});
+  else if (c.format == "json") setup(JsonFormat{});
+  else setup(PortableBinaryFormat{});
+  std::uint64_t saved_at = state.step;  // nothing new to save before the first step
+  StepHook hook{[&](const StepMetrics& m) {
+    const std::uint64_t done = m.step + 1;
+    if (save_now && c.checkpoint_every > 0 && done % static_cast<std::uint64_t>(c.checkpoint_every) == 0) {
+      save_now();
+      saved_at = done;
+    }
+    if (c.stop_after > 0 && done == static_cast<std::uint64_t>(c.stop_after)) {
+      if (save_now && saved_at != done) save_now();
+      saved_at = done;
+      return true;
+    }
+    return false;
+  }};
   ProgressReporter progress(c.quiet ? 1 : rank);
   JsonLinesWriter metrics(c.metrics, rank);
-  trainer.fit(model, opt, state, data.train, &data.test, progress, metrics);
+  trainer.fit(model, opt, state, data.train, &data.test, progress, metrics, hook);
+  if (save_now && saved_at != state.step) save_now();
   const std::string fp = fingerprint(model, state.optimizer).hex();
   if (rank == 0) std::printf("fingerprint %s\n", fp.c_str());
   return 0;
@@ -271,6 +327,12 @@ int main(int argc, char** argv) {
   app.add_option("--synthetic-train", c.synthetic_train, "synthetic data: training samples");
   app.add_option("--synthetic-test", c.synthetic_test, "synthetic data: test samples");
   app.add_flag("--quiet", c.quiet, "print only the fingerprint");
+  app.add_option("--checkpoint-dir", c.checkpoint_dir, "write checkpoints into this directory");
+  app.add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints (and one at the end)");
+  app.add_option("--keep", c.keep, "checkpoints kept in --checkpoint-dir")->check(CLI::PositiveNumber);
+  app.add_option("--format", c.format, "checkpoint format")->check(CLI::IsMember({"binary", "portable", "json"}));
+  app.add_option("--resume", c.resume, "auto (newest valid checkpoint in --checkpoint-dir) or a checkpoint file");
+  app.add_option("--stop-after", c.stop_after, "stop cleanly after this step, as if interrupted");
   app.add_option("--reduction", c.reduction, "exact (rank-independent) | native (float MPI_Allreduce)")
       ->check(CLI::IsMember({"exact", "native"}));
   try {

@@ -2,6 +2,11 @@
 /// @file Trainer: the training loop, composed at compile time from a parallelism policy and an RNG stream.
 #pragma once
 
+#include <reprosgd/checkpoint/checkpoint_manager.hpp>
+#include <reprosgd/checkpoint/formats.hpp>
+#include <reprosgd/checkpoint/snapshot.hpp>
+#include <reprosgd/checkpoint/view_serialization.hpp>
+#include <reprosgd/concepts/checkpoint_format.hpp>
 #include <reprosgd/concepts/optimizer.hpp>
 #include <reprosgd/concepts/parallelism.hpp>
 #include <reprosgd/concepts/reduction.hpp>
@@ -23,6 +28,7 @@
 #include <reprosgd/testing/fingerprint.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <exception>
 #include <utility>
@@ -44,6 +50,27 @@ struct TrainState {
   std::uint64_t step = 0;  ///< global steps completed
 };
 
+namespace detail {
+/// What a checkpoint's payload holds: the parameters, then every optimizer state element in its
+/// visit() order, each under its own name (readable in JSON). Loading writes into the referenced
+/// buffers, which are staging copies: the live model is only touched after everything verified.
+template <class Params, class State>
+struct TrainingPayload {
+  Params* params;
+  State* state;
+  template <class Archive>
+  void save(Archive& ar) const {
+    ar(cereal::make_nvp("parameters", *params));
+    state->visit([&](const char* name, const auto& x) { ar(cereal::make_nvp(name, x)); });
+  }
+  template <class Archive>
+  void load(Archive& ar) {
+    ar(cereal::make_nvp("parameters", *params));
+    state->visit([&](const char* name, auto& x) { ar(cereal::make_nvp(name, x)); });
+  }
+};
+}  // namespace detail
+
 /// Options of a Trainer (aggregate: use designated initialisers).
 struct TrainerOptions {
   long global_batch = 128;   ///< B: samples per optimisation step (the same for any rank count)
@@ -57,6 +84,10 @@ struct TrainerOptions {
   long eval_micro_batch = 256;  ///< rows per evaluation micro-batch (does not affect results)
   bool evaluate_each_epoch = true;
   double max_loss = 1e30;    ///< a step loss above this (or NaN/Inf) is reported as divergence
+  std::string checkpoint_dir;   ///< when set, fit() checkpoints there (format: the Trainer's Ckpt)
+  long checkpoint_every = 0;    ///< steps between checkpoints (0: only at the end of fit)
+  std::size_t keep_last = 3;    ///< checkpoints kept in checkpoint_dir
+  long stop_after = 0;          ///< stop cleanly after this global step (as if interrupted); 0: never
 };
 
 /**
@@ -70,6 +101,7 @@ struct TrainerOptions {
  *
  * @tparam Par a model of Parallelism (Serial, DataParallel, …), which also names the Reduction.
  * @tparam Rng a model of RngStream.
+ * @tparam Ckpt the CheckpointFormat of the checkpoints fit() writes (save/load also take others).
  *
  * **Example**:
  * @code
@@ -80,7 +112,7 @@ struct TrainerOptions {
  * trainer.fit(model, adam, state, data.train, &data.test, reporter);
  * @endcode
  */
-template <Parallelism Par, RngStream Rng = PhiloxStream>
+template <Parallelism Par, RngStream Rng = PhiloxStream, CheckpointFormat Ckpt = PortableBinaryFormat>
 class Trainer {
  public:
   using parallelism_type = Par;
@@ -89,6 +121,7 @@ class Trainer {
   using reduction_type = typename Par::reduction_type;
   using rng_type = Rng;
   using options_type = TrainerOptions;
+  using checkpoint_format = Ckpt;
   static_assert(Reduction<reduction_type, Par>, "reprosgd::Trainer: Par::reduction_type is not a Reduction for Par");
   static_assert(std::is_same_v<memory_space, Kokkos::DefaultExecutionSpace::memory_space>,
                 "reprosgd::Trainer: the parallelism policy's execution space must use the default memory space "
@@ -115,6 +148,9 @@ class Trainer {
     if (o.steps == 0 && o.epochs <= 0) return who + "epochs must be > 0 when steps is 0";
     if (o.eval_micro_batch <= 0) return who + "eval_micro_batch must be > 0";
     if (!(o.max_loss > 0.0)) return who + "max_loss must be > 0";
+    if (o.checkpoint_every < 0) return who + "checkpoint_every must be >= 0";
+    if (o.keep_last < 1) return who + "keep_last must be >= 1";
+    if (o.stop_after < 0) return who + "stop_after must be >= 0";
     return {};
   }
 
@@ -209,6 +245,9 @@ class Trainer {
     ensure_step_buffers(model, k, n_params, m);
     auto& ws = model_ws<Model>(*workspace_);
 
+    std::optional<CheckpointManager<Ckpt>> checkpoints;
+    if (!options_.checkpoint_dir.empty())
+      checkpoints.emplace(options_.checkpoint_dir, typename CheckpointManager<Ckpt>::Options{.keep_last = options_.keep_last});
     FitResult result;
     result.steps = state.step;
     std::optional<KeyedPermutation> order;
@@ -284,6 +323,11 @@ class Trainer {
         epoch_steps = 0;
         epoch_start = std::chrono::steady_clock::now();
       }
+      if (options_.stop_after > 0 && static_cast<long>(state.step) == options_.stop_after) stop = true;
+      const bool last = static_cast<long>(state.step) == total;
+      if (checkpoints && (last || stop ||
+                          (options_.checkpoint_every > 0 && state.step % static_cast<std::uint64_t>(options_.checkpoint_every) == 0)))
+        save_checkpoint(*checkpoints, model, opt, state, train);
       // A stop requested on any rank stops every rank at the same step.
       if (!par_.agree(!stop)) {
         result.stopped_early = true;
@@ -291,6 +335,80 @@ class Trainer {
       }
     }
     return result;
+  }
+
+  /**
+   * Write a checkpoint of the run into `checkpoints` (atomically; the manager keeps the newest K).
+   * Every rank holds the same parameters and state, so rank 0 writes and the others wait for its
+   * verdict: a failure throws on every rank. The layout does not depend on ranks, threads or
+   * backend. @collective @throws io_error / checkpoint_error
+   */
+  template <CheckpointFormat F, class Model, Optimizer Opt, class Data>
+  std::filesystem::path save_checkpoint(CheckpointManager<F>& checkpoints, const Model& model, const Opt& opt,
+                                        const TrainState<Opt, memory_space>& state, const Data& train) {
+    std::filesystem::path written;
+    agreed("reprosgd::Trainer::save_checkpoint", [&] {
+      if (par_.rank() != 0) return;
+      written = checkpoints.save(snapshot_info(model, opt, state, train), payload_of(model, state));
+    });
+    return written;
+  }
+  /// Write one checkpoint file at `path` (see the overload above). @collective
+  template <CheckpointFormat F = Ckpt, class Model, Optimizer Opt, class Data>
+  void save_checkpoint(const std::filesystem::path& path, const Model& model, const Opt& opt,
+                       const TrainState<Opt, memory_space>& state, const Data& train) {
+    agreed("reprosgd::Trainer::save_checkpoint", [&] {
+      if (par_.rank() == 0) save_snapshot<F>(path, snapshot_info(model, opt, state, train), payload_of(model, state));
+    });
+  }
+
+  /**
+   * Load the checkpoint at `path` into model and state: everything (magic, versions, format,
+   * checksums, the configuration field by field against this program's) is verified into staging
+   * copies first; the live model and state change only when all of it succeeded, on every rank.
+   * @collective @throws checkpoint_error naming what does not match
+   */
+  template <CheckpointFormat F = Ckpt, class Model, Optimizer Opt, class Data>
+  SnapshotInfo load_checkpoint(const std::filesystem::path& path, Model& model, const Opt& opt,
+                               TrainState<Opt, memory_space>& state, const Data& train) {
+    Staging<Opt> staging(model, opt);
+    SnapshotInfo info;
+    agreed("reprosgd::Trainer::load_checkpoint", [&] {
+      auto payload = staging.payload();
+      info = load_snapshot<F>(path, config_of(model, opt, train), payload);
+    });
+    commit(staging, info.step, model, state);
+    return info;
+  }
+
+  /**
+   * Resume from the newest checkpoint in `checkpoints` that verifies, falling back to older ones;
+   * the result says which was used and why newer ones were skipped. Nothing usable: the model and
+   * state stay as they are (a fresh start). @collective
+   */
+  template <CheckpointFormat F, class Model, Optimizer Opt, class Data>
+  ResumeResult resume(const CheckpointManager<F>& checkpoints, Model& model, const Opt& opt,
+                      TrainState<Opt, memory_space>& state, const Data& train) {
+    Staging<Opt> staging(model, opt);
+    ResumeResult r;
+    agreed("reprosgd::Trainer::resume", [&] {
+      auto payload = staging.payload();
+      r = checkpoints.resume_auto(config_of(model, opt, train), payload);
+    });
+    // Every rank must continue from the same step (a rank on another file system could differ).
+    if (!same_on_all_ranks(r.resumed ? r.info.step + 1 : 0))
+      throw checkpoint_error("reprosgd::Trainer::resume: the ranks found different checkpoints in " +
+                             checkpoints.directory().string());
+    if (r.resumed) commit(staging, r.info.step, model, state);
+    return r;
+  }
+  /// resume() from the Trainer's checkpoint_dir. @collective
+  template <class Model, Optimizer Opt, class Data>
+  ResumeResult resume(Model& model, const Opt& opt, TrainState<Opt, memory_space>& state, const Data& train) {
+    if (options_.checkpoint_dir.empty()) throw config_error("reprosgd::Trainer::resume: checkpoint_dir is not set");
+    const CheckpointManager<Ckpt> checkpoints(options_.checkpoint_dir,
+                                              typename CheckpointManager<Ckpt>::Options{.keep_last = options_.keep_last});
+    return resume(checkpoints, model, opt, state, train);
   }
 
   /// fit() without a test set.
@@ -456,6 +574,59 @@ class Trainer {
     correct = c;
   }
 
+  template <Optimizer Opt>
+  struct Staging {
+    Buffer<memory_space> params;
+    typename Opt::template state_type<memory_space> state;
+    template <class Model>
+    Staging(const Model& model, const Opt& opt)
+        : params("reprosgd::Trainer::staging_params", model.parameter_count()),
+          state(opt.template init<memory_space>(model.parameter_count())) {}
+    auto payload() { return detail::TrainingPayload<Buffer<memory_space>, decltype(state)>{&params, &state}; }
+  };
+  template <Optimizer Opt, class Model>
+  static void commit(Staging<Opt>& staging, std::uint64_t step, Model& model, TrainState<Opt, memory_space>& state) {
+    Kokkos::deep_copy(model.parameters(), staging.params);
+    state.optimizer = std::move(staging.state);
+    state.step = step;
+  }
+  template <class Model, class State>
+  static auto payload_of(const Model& model, const State& state) {
+    using P = std::remove_cvref_t<decltype(model.parameters())>;
+    using S = std::remove_cvref_t<decltype(state.optimizer)>;
+    return detail::TrainingPayload<P, S>{const_cast<P*>(&model.parameters()), const_cast<S*>(&state.optimizer)};
+  }
+  template <class Model, Optimizer Opt, class Data>
+  ConfigDescription config_of(const Model& model, const Opt& opt, const Data& train) const {
+    return ConfigDescription(describe(model, opt, train));
+  }
+  template <class Model, Optimizer Opt, class Data>
+  SnapshotInfo snapshot_info(const Model& model, const Opt& opt, const TrainState<Opt, memory_space>& state,
+                             const Data& train) const {
+    SnapshotInfo info;
+    info.config = config_of(model, opt, train);
+    info.step = state.step;
+    const long spe = steps_per_epoch(train.size());
+    info.epoch = spe > 0 ? state.step / static_cast<std::uint64_t>(spe) : 0;
+    info.position_in_epoch = spe > 0 ? (state.step % static_cast<std::uint64_t>(spe)) * static_cast<std::uint64_t>(options_.global_batch) : 0;
+    return info;
+  }
+
+  // True when `value` is the same on every rank (one integer max all-reduce of 16-bit pieces and
+  // their negations).
+  bool same_on_all_ranks(std::uint64_t value) {
+    if (par_.size() == 1) return true;
+    Kokkos::View<std::int32_t*, Kokkos::HostSpace> pieces("reprosgd::same_on_all_ranks", 8);
+    for (int i = 0; i < 4; ++i) {
+      pieces(i) = static_cast<std::int32_t>((value >> (16 * i)) & 0xFFFFu);
+      pieces(4 + i) = -pieces(i);
+    }
+    par_.allreduce_max(pieces);
+    bool same = true;
+    for (int i = 0; i < 4; ++i) same = same && pieces(i) == -pieces(4 + i);
+    return same;
+  }
+
   // Run a local check on every rank; if it failed anywhere, throw on every rank: the local error
   // where it failed, a config_error naming the cause elsewhere.
   template <class F>
@@ -479,14 +650,7 @@ class Trainer {
     for (const auto& [k, v] : config) text += k + "=" + v + "\n";
     text += "total_steps=" + std::to_string(total) + "\n";
     const std::uint64_t h = XXH3_64bits(text.data(), text.size());
-    Kokkos::View<std::int32_t*, Kokkos::HostSpace> pieces("reprosgd::config_hash", 8);
-    for (int i = 0; i < 4; ++i) {
-      pieces(i) = static_cast<std::int32_t>((h >> (16 * i)) & 0xFFFFu);
-      pieces(4 + i) = -pieces(i);
-    }
-    par_.allreduce_max(pieces);
-    bool same = true;
-    for (int i = 0; i < 4; ++i) same = same && pieces(i) == -pieces(4 + i);
+    const bool same = same_on_all_ranks(h);
     if (!same) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
