@@ -3,7 +3,7 @@
 ///
 /// The last line of standard output is `fingerprint <32 hex digits>`: the same for any --threads,
 /// --backend and compiler (and, with MPI, any rank count). On an error: one line on standard error
-/// and a non-zero exit code (2 usage/configuration, 3 data, 4 numerics, 5 I/O, 1 anything else).
+/// and a non-zero exit code (2 usage/configuration, 3 data, 4 numerics, 5 I/O, 6 checkpoint, 1 anything else).
 #include <reprosgd/reprosgd.hpp>
 #include <reprosgd/reduction/native.hpp>
 #if REPROSGD_HAS_MPI
@@ -104,6 +104,7 @@ int exit_code(const reprosgd::error& e) {
     case reprosgd::errc::invalid_data: return 3;
     case reprosgd::errc::numerical_error: return 4;
     case reprosgd::errc::io_error: return 5;
+    case reprosgd::errc::checkpoint_invalid: return 6;
     default: return 1;
   }
 }
