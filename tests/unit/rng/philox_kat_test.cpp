@@ -16,7 +16,8 @@
 
 namespace {
 
-constexpr const char* kat_path = REPROSGD_SHARED_DATA_DIR "/philox_kat_vectors.txt";
+// A copy of ../shared/data/philox_kat_vectors.txt (Random123's published vectors), kept in the tree.
+constexpr const char* kat_path = REPROSGD_TEST_DATA_DIR "/kat/philox_kat_vectors.txt";
 constexpr int kat_count_in_file = 24;  // 4 generators x 2 round counts x 3 vectors
 
 enum class Generator : int { p2x32, p4x32, p2x64, p4x64 };
