@@ -54,19 +54,28 @@ namespace detail {
 /// What a checkpoint's payload holds: the parameters, then every optimizer state element in its
 /// visit() order, each under its own name (readable in JSON). Loading writes into the referenced
 /// buffers, which are staging copies: the live model is only touched after everything verified.
-template <class Params, class State>
+/// The absence of user state in a checkpoint.
+struct NoExtraState {
+  template <class Archive>
+  void serialize(Archive&) {}
+};
+
+template <class Params, class State, class Extra = NoExtraState>
 struct TrainingPayload {
   Params* params;
   State* state;
+  Extra* extra = nullptr;  ///< the user's own state (any cereal-serializable type), saved last
   template <class Archive>
   void save(Archive& ar) const {
     ar(cereal::make_nvp("parameters", *params));
     state->visit([&](const char* name, const auto& x) { ar(cereal::make_nvp(name, x)); });
+    if constexpr (!std::is_same_v<Extra, NoExtraState>) ar(cereal::make_nvp("user", *extra));
   }
   template <class Archive>
   void load(Archive& ar) {
     ar(cereal::make_nvp("parameters", *params));
     state->visit([&](const char* name, auto& x) { ar(cereal::make_nvp(name, x)); });
+    if constexpr (!std::is_same_v<Extra, NoExtraState>) ar(cereal::make_nvp("user", *extra));
   }
 };
 }  // namespace detail
@@ -343,22 +352,24 @@ class Trainer {
    * verdict: a failure throws on every rank. The layout does not depend on ranks, threads or
    * backend. @collective @throws io_error / checkpoint_error
    */
-  template <CheckpointFormat F, class Model, Optimizer Opt, class Data>
+  template <CheckpointFormat F, class Model, Optimizer Opt, class Data, class Extra = detail::NoExtraState>
   std::filesystem::path save_checkpoint(CheckpointManager<F>& checkpoints, const Model& model, const Opt& opt,
-                                        const TrainState<Opt, memory_space>& state, const Data& train) {
+                                        const TrainState<Opt, memory_space>& state, const Data& train,
+                                        const Extra& extra = {}) {
     std::filesystem::path written;
     agreed("reprosgd::Trainer::save_checkpoint", [&] {
       if (par_.rank() != 0) return;
-      written = checkpoints.save(snapshot_info(model, opt, state, train), payload_of(model, state));
+      written = checkpoints.save(snapshot_info(model, opt, state, train), payload_of(model, state, extra));
     });
     return written;
   }
   /// Write one checkpoint file at `path` (see the overload above). @collective
-  template <CheckpointFormat F = Ckpt, class Model, Optimizer Opt, class Data>
+  template <CheckpointFormat F = Ckpt, class Model, Optimizer Opt, class Data, class Extra = detail::NoExtraState>
   void save_checkpoint(const std::filesystem::path& path, const Model& model, const Opt& opt,
-                       const TrainState<Opt, memory_space>& state, const Data& train) {
+                       const TrainState<Opt, memory_space>& state, const Data& train, const Extra& extra = {}) {
     agreed("reprosgd::Trainer::save_checkpoint", [&] {
-      if (par_.rank() == 0) save_snapshot<F>(path, snapshot_info(model, opt, state, train), payload_of(model, state));
+      if (par_.rank() == 0)
+        save_snapshot<F>(path, snapshot_info(model, opt, state, train), payload_of(model, state, extra));
     });
   }
 
@@ -371,13 +382,23 @@ class Trainer {
   template <CheckpointFormat F = Ckpt, class Model, Optimizer Opt, class Data>
   SnapshotInfo load_checkpoint(const std::filesystem::path& path, Model& model, const Opt& opt,
                                TrainState<Opt, memory_space>& state, const Data& train) {
+    detail::NoExtraState none;
+    return load_checkpoint<F>(path, model, opt, state, train, none);
+  }
+  /// load_checkpoint() that also restores the user's own state saved with save_checkpoint(..., extra)
+  /// (loaded into a copy, assigned only when everything verified). @collective
+  template <CheckpointFormat F = Ckpt, class Model, Optimizer Opt, class Data, class Extra>
+  SnapshotInfo load_checkpoint(const std::filesystem::path& path, Model& model, const Opt& opt,
+                               TrainState<Opt, memory_space>& state, const Data& train, Extra& extra) {
     Staging<Opt> staging(model, opt);
+    Extra staged_extra = extra;
     SnapshotInfo info;
     agreed("reprosgd::Trainer::load_checkpoint", [&] {
-      auto payload = staging.payload();
+      auto payload = staging.payload(staged_extra);
       info = load_snapshot<F>(path, config_of(model, opt, train), payload);
     });
     commit(staging, info.step, model, state);
+    extra = std::move(staged_extra);
     return info;
   }
 
@@ -389,17 +410,28 @@ class Trainer {
   template <CheckpointFormat F, class Model, Optimizer Opt, class Data>
   ResumeResult resume(const CheckpointManager<F>& checkpoints, Model& model, const Opt& opt,
                       TrainState<Opt, memory_space>& state, const Data& train) {
+    detail::NoExtraState none;
+    return resume(checkpoints, model, opt, state, train, none);
+  }
+  /// resume() that also restores the user's own state (see load_checkpoint). @collective
+  template <CheckpointFormat F, class Model, Optimizer Opt, class Data, class Extra>
+  ResumeResult resume(const CheckpointManager<F>& checkpoints, Model& model, const Opt& opt,
+                      TrainState<Opt, memory_space>& state, const Data& train, Extra& extra) {
     Staging<Opt> staging(model, opt);
+    Extra staged_extra = extra;
     ResumeResult r;
     agreed("reprosgd::Trainer::resume", [&] {
-      auto payload = staging.payload();
+      auto payload = staging.payload(staged_extra);
       r = checkpoints.resume_auto(config_of(model, opt, train), payload);
     });
     // Every rank must continue from the same step (a rank on another file system could differ).
     if (!same_on_all_ranks(r.resumed ? r.info.step + 1 : 0))
       throw checkpoint_error("reprosgd::Trainer::resume: the ranks found different checkpoints in " +
                              checkpoints.directory().string());
-    if (r.resumed) commit(staging, r.info.step, model, state);
+    if (r.resumed) {
+      commit(staging, r.info.step, model, state);
+      extra = std::move(staged_extra);
+    }
     return r;
   }
   /// resume() from the Trainer's checkpoint_dir. @collective
@@ -582,7 +614,10 @@ class Trainer {
     Staging(const Model& model, const Opt& opt)
         : params("reprosgd::Trainer::staging_params", model.parameter_count()),
           state(opt.template init<memory_space>(model.parameter_count())) {}
-    auto payload() { return detail::TrainingPayload<Buffer<memory_space>, decltype(state)>{&params, &state}; }
+    template <class Extra>
+    auto payload(Extra& extra) {
+      return detail::TrainingPayload<Buffer<memory_space>, decltype(state), Extra>{&params, &state, &extra};
+    }
   };
   template <Optimizer Opt, class Model>
   static void commit(Staging<Opt>& staging, std::uint64_t step, Model& model, TrainState<Opt, memory_space>& state) {
@@ -590,11 +625,13 @@ class Trainer {
     state.optimizer = std::move(staging.state);
     state.step = step;
   }
-  template <class Model, class State>
-  static auto payload_of(const Model& model, const State& state) {
+  // Saving only reads through these pointers (TrainingPayload::save is const).
+  template <class Model, class State, class Extra>
+  static auto payload_of(const Model& model, const State& state, const Extra& extra) {
     using P = std::remove_cvref_t<decltype(model.parameters())>;
     using S = std::remove_cvref_t<decltype(state.optimizer)>;
-    return detail::TrainingPayload<P, S>{const_cast<P*>(&model.parameters()), const_cast<S*>(&state.optimizer)};
+    return detail::TrainingPayload<P, S, Extra>{const_cast<P*>(&model.parameters()), const_cast<S*>(&state.optimizer),
+                                                const_cast<Extra*>(&extra)};
   }
   template <class Model, Optimizer Opt, class Data>
   ConfigDescription config_of(const Model& model, const Opt& opt, const Data& train) const {

@@ -14,7 +14,13 @@
 
 #include <support/exec_spaces.hpp>
 
+#include <cereal/types/vector.hpp>
+
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <vector>
 #include <limits>
 #include <string>
 
@@ -190,5 +196,63 @@ TEST_SUITE("trainer") {
     auto state = trainer.start(model, sgd);
     CHECK_THROWS_WITH_AS(trainer.fit(model, sgd, state, bad), "reprosgd::validate_finite: NaN in sample 17, feature 3",
                          reprosgd::data_error);
+  }
+}
+
+namespace {
+// A user's own state, saved in the same checkpoint through an ordinary cereal serialize function.
+struct UserState {
+  int restarts = 0;
+  std::vector<double> history;
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(cereal::make_nvp("restarts", restarts), cereal::make_nvp("history", history));
+  }
+};
+}  // namespace
+
+TEST_SUITE("trainer/checkpoint") {
+  TEST_CASE_TEMPLATE("save, load into a fresh run, continue: the uninterrupted bits and the user's state", F,
+                     reprosgd::PortableBinaryFormat, reprosgd::JsonFormat) {
+    using Space = Kokkos::DefaultExecutionSpace;
+    const reprosgd::Adam adam{{.lr = 2e-3f}};
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("reprosgd_trainer_ckpt_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    {
+      reprosgd::Trainer<reprosgd::Serial<Space>> trainer(small_options());
+      auto model = small_model();
+      auto state = trainer.start(model, adam);
+      StopAt stop{17};
+      trainer.fit(model, adam, state, data().train, stop);
+      const UserState mine{3, {0.5, -1.25, 1e-300}};
+      trainer.template save_checkpoint<F>(dir / "a.ckpt", model, adam, state, data().train, mine);
+    }
+    reprosgd::Trainer<reprosgd::Serial<Space>> trainer(small_options());
+    auto model = small_model();
+    auto state = trainer.start(model, adam);
+    UserState restored;
+    const auto info = trainer.template load_checkpoint<F>(dir / "a.ckpt", model, adam, state, data().train, restored);
+    CHECK(info.step == 17);
+    CHECK(state.step == 17);
+    CHECK(restored.restarts == 3);
+    CHECK(restored.history == std::vector<double>{0.5, -1.25, 1e-300});
+    trainer.fit(model, adam, state, data().train);
+    CHECK(reprosgd::fingerprint(model, state.optimizer) == train_fingerprint<Space>(adam));
+
+    // Another configuration is refused and leaves the run untouched.
+    auto other = small_options();
+    other.seed = 99;
+    reprosgd::Trainer<reprosgd::Serial<Space>> wrong(other);
+    auto m2 = small_model();
+    auto s2 = wrong.start(m2, adam);
+    const auto before = reprosgd::fingerprint(m2, s2.optimizer);
+    UserState untouched{7, {}};
+    CHECK_THROWS_AS(wrong.template load_checkpoint<F>(dir / "a.ckpt", m2, adam, s2, data().train, untouched),
+                    reprosgd::checkpoint_error);
+    CHECK(untouched.restarts == 7);
+    CHECK(reprosgd::fingerprint(m2, s2.optimizer) == before);
+    CHECK(s2.step == 0);
+    std::filesystem::remove_all(dir);
   }
 }
