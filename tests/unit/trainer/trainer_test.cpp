@@ -18,6 +18,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <vector>
@@ -253,6 +254,48 @@ TEST_SUITE("trainer/checkpoint") {
     CHECK(untouched.restarts == 7);
     CHECK(reprosgd::fingerprint(m2, s2.optimizer) == before);
     CHECK(s2.step == 0);
+    std::filesystem::remove_all(dir);
+  }
+}
+
+TEST_SUITE("trainer/checkpoint") {
+  TEST_CASE("fit() checkpoints every N steps and at a stop; resume() continues to the uninterrupted bits") {
+    using Space = Kokkos::DefaultExecutionSpace;
+    const reprosgd::Sgd sgd{{.lr = 0.05f, .momentum = 0.9f}};
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("reprosgd_trainer_fit_ckpt_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    auto o = small_options();
+    o.checkpoint_dir = dir.string();
+    o.checkpoint_every = 5;
+    o.keep_last = 2;
+    o.stop_after = 12;
+    {
+      reprosgd::Trainer<reprosgd::Serial<Space>> trainer(o);
+      auto model = small_model();
+      auto state = trainer.start(model, sgd);
+      const auto r = trainer.fit(model, sgd, state, data().train);
+      CHECK(r.stopped_early);
+      CHECK(state.step == 12);
+    }
+    // keep_last = 2: the checkpoints of steps 10 and 12 remain (5 was pruned).
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    CHECK(names == std::vector<std::string>{"ckpt-000000000010.rsgd", "ckpt-000000000012.rsgd"});
+
+    o.stop_after = 0;
+    reprosgd::Trainer<reprosgd::Serial<Space>> trainer(o);
+    auto model = small_model();
+    auto state = trainer.start(model, sgd);
+    const auto r = trainer.resume(model, sgd, state, data().train);
+    CHECK(r.resumed);
+    CHECK(r.info.step == 12);
+    CHECK(r.skipped.empty());
+    trainer.fit(model, sgd, state, data().train);
+    CHECK(state.step == 40);
+    CHECK(reprosgd::fingerprint(model, state.optimizer) == train_fingerprint<Space>(sgd));
+    CHECK(std::filesystem::exists(dir / "ckpt-000000000040.rsgd"));  // the end of fit() is saved too
     std::filesystem::remove_all(dir);
   }
 }
