@@ -111,6 +111,21 @@ class process_failure : public error {
   std::vector<int> failed_ranks_;
 };
 
+/**
+ * A peer died and the fault policy is RestartFromCheckpoint: the survivors stop without writing
+ * anything (the newest checkpoint is the state to resume from) and the program should exit with
+ * exit_code() (75, EX_TEMPFAIL), which scripts/relaunch.sh takes as "relaunch me on fewer ranks".
+ */
+class restart_required : public process_failure {
+ public:
+  restart_required(const std::string& what, std::vector<int> failed_ranks, int exit_code)
+      : process_failure(what, std::move(failed_ranks)), exit_code_(exit_code) {}
+  [[nodiscard]] int exit_code() const noexcept { return exit_code_; }
+
+ private:
+  int exit_code_;
+};
+
 /// The floating-point environment breaks the determinism contract (FTZ/DAZ, contraction, x87).
 class reproducibility_error : public error {
  public:

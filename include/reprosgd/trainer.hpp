@@ -7,6 +7,7 @@
 #include <reprosgd/checkpoint/snapshot.hpp>
 #include <reprosgd/checkpoint/view_serialization.hpp>
 #include <reprosgd/concepts/checkpoint_format.hpp>
+#include <reprosgd/concepts/fault_policy.hpp>
 #include <reprosgd/concepts/optimizer.hpp>
 #include <reprosgd/concepts/parallelism.hpp>
 #include <reprosgd/concepts/reduction.hpp>
@@ -14,6 +15,8 @@
 #include <reprosgd/data/dataset.hpp>
 #include <reprosgd/data/keyed_permutation.hpp>
 #include <reprosgd/error.hpp>
+#include <reprosgd/fault/fault_injection.hpp>
+#include <reprosgd/fault/policies.hpp>
 #include <reprosgd/kernels/loss.hpp>
 #include <reprosgd/kernels/views.hpp>
 #include <reprosgd/nn/layer_context.hpp>
@@ -31,6 +34,7 @@
 #include <filesystem>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <utility>
 #include <memory>
 #include <type_traits>
@@ -38,6 +42,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <algorithm>
 #include <vector>
 
 REPROSGD_BEGIN_NAMESPACE
@@ -65,9 +70,11 @@ struct TrainingPayload {
   Params* params;
   State* state;
   Extra* extra = nullptr;  ///< the user's own state (any cereal-serializable type), saved last
+  std::function<void()> after_parameters;  ///< called mid-write (fault injection), when set
   template <class Archive>
   void save(Archive& ar) const {
     ar(cereal::make_nvp("parameters", *params));
+    if (after_parameters) after_parameters();
     state->visit([&](const char* name, const auto& x) { ar(cereal::make_nvp(name, x)); });
     if constexpr (!std::is_same_v<Extra, NoExtraState>) ar(cereal::make_nvp("user", *extra));
   }
@@ -97,6 +104,7 @@ struct TrainerOptions {
   long checkpoint_every = 0;    ///< steps between checkpoints (0: only at the end of fit)
   std::size_t keep_last = 3;    ///< checkpoints kept in checkpoint_dir
   long stop_after = 0;          ///< stop cleanly after this global step (as if interrupted); 0: never
+  int min_ranks = 1;            ///< ShrinkAndContinue: fewer survivors than this end the run (with a checkpoint)
 };
 
 /**
@@ -111,6 +119,8 @@ struct TrainerOptions {
  * @tparam Par a model of Parallelism (Serial, DataParallel, …), which also names the Reduction.
  * @tparam Rng a model of RngStream.
  * @tparam Ckpt the CheckpointFormat of the checkpoints fit() writes (save/load also take others).
+ * @tparam Fault what happens when a peer process dies (Abort, RestartFromCheckpoint,
+ *         ShrinkAndContinue; reprosgd/fault/policies.hpp and docs/fault_tolerance.md).
  *
  * **Example**:
  * @code
@@ -121,7 +131,8 @@ struct TrainerOptions {
  * trainer.fit(model, adam, state, data.train, &data.test, reporter);
  * @endcode
  */
-template <Parallelism Par, RngStream Rng = PhiloxStream, CheckpointFormat Ckpt = PortableBinaryFormat>
+template <Parallelism Par, RngStream Rng = PhiloxStream, CheckpointFormat Ckpt = PortableBinaryFormat,
+          FaultPolicy Fault = Abort>
 class Trainer {
  public:
   using parallelism_type = Par;
@@ -131,6 +142,8 @@ class Trainer {
   using rng_type = Rng;
   using options_type = TrainerOptions;
   using checkpoint_format = Ckpt;
+  using fault_policy = Fault;
+  static_assert(check_fault_policy<Fault, Par>());
   static_assert(Reduction<reduction_type, Par>, "reprosgd::Trainer: Par::reduction_type is not a Reduction for Par");
   static_assert(std::is_same_v<memory_space, Kokkos::DefaultExecutionSpace::memory_space>,
                 "reprosgd::Trainer: the parallelism policy's execution space must use the default memory space "
@@ -160,12 +173,28 @@ class Trainer {
     if (o.checkpoint_every < 0) return who + "checkpoint_every must be >= 0";
     if (o.keep_last < 1) return who + "keep_last must be >= 1";
     if (o.stop_after < 0) return who + "stop_after must be >= 0";
+    if (o.min_ranks < 1) return who + "min_ranks must be >= 1, got " + std::to_string(o.min_ranks);
     return {};
   }
 
   [[nodiscard]] const TrainerOptions& options() const noexcept { return options_; }
   [[nodiscard]] Par& parallelism() noexcept { return par_; }
   [[nodiscard]] const Rng& rng() const noexcept { return rng_; }
+
+  /**
+   * Fault injection for tests and demos: this process kills itself (SIGKILL) where `schedule`
+   * lists (identity, step, point) — at the start of the step (FailurePoint::step), inside the
+   * gradient all-reduce (allreduce, when the parallelism policy supports it) or while fit() writes
+   * the checkpoint of `step` completed steps (checkpoint: the writing rank dies after the
+   * parameters went into the temporary file, the others as the save begins). `identity` is the
+   * process's stable name, typically its MPI_COMM_WORLD rank. Not collective.
+   */
+  void inject_failures(FailureSchedule schedule, int identity) {
+    failures_ = std::make_shared<const FailureSchedule>(std::move(schedule));
+    failure_identity_ = identity;
+    if constexpr (requires { par_.inject_failures(failures_.get(), identity); })
+      par_.inject_failures(failures_.get(), identity);
+  }
 
   /// Initialise the model's parameters from the seed and return the fresh optimizer state.
   template <class Model, Optimizer Opt>
@@ -247,12 +276,19 @@ class Trainer {
     if (schedule.kind == ScheduleKind::cosine && schedule.total_steps == 0) schedule.total_steps = total;
     schedule.check();
 
-    const MicroBatchRange mine = par_.micro_batch_range(M);
-    const long k = mine.size();
     const long n_params = static_cast<long>(model.parameter_count());
     const execution_space space = par_.space();
-    ensure_step_buffers(model, k, n_params, m);
-    auto& ws = model_ws<Model>(*workspace_);
+
+    // What depends on the rank count; computed again after a shrink (ShrinkAndContinue).
+    MicroBatchRange mine{};
+    Kokkos::View<double*, Kokkos::HostSpace> mb_loss, mb_correct;
+    auto lay_out = [&] {
+      mine = par_.micro_batch_range(M);
+      ensure_step_buffers(model, mine.size(), n_params, m);
+      mb_loss = Kokkos::View<double*, Kokkos::HostSpace>("reprosgd::mb_loss", mine.size());
+      mb_correct = Kokkos::View<double*, Kokkos::HostSpace>("reprosgd::mb_correct", mine.size());
+    };
+    lay_out();
 
     std::optional<CheckpointManager<Ckpt>> checkpoints;
     if (!options_.checkpoint_dir.empty())
@@ -263,84 +299,136 @@ class Trainer {
     double epoch_loss = 0.0, epoch_acc = 0.0;
     std::uint64_t epoch_steps = 0;
     auto epoch_start = std::chrono::steady_clock::now();
-    Kokkos::View<double*, Kokkos::HostSpace> mb_loss("reprosgd::mb_loss", k), mb_correct("reprosgd::mb_correct", k);
     Kokkos::View<double*, Kokkos::HostSpace> all_loss("reprosgd::all_loss", M), all_correct("reprosgd::all_correct", M);
 
-    while (static_cast<long>(state.step) < total) {
-      const std::uint64_t step = state.step;
-      const std::uint64_t epoch = step / static_cast<std::uint64_t>(spe);
-      const long position = static_cast<long>(step % static_cast<std::uint64_t>(spe));
-      if (options_.shuffle && (!order || order->epoch() != epoch))
-        order.emplace(options_.seed, epoch, static_cast<std::uint64_t>(n_samples));
+    // A step runs in stages. A failure (process_failure, thrown on every survivor in the same
+    // collective) leaves the stage where it was; after a shrink the survivors redo that stage.
+    // The update is applied only after every rank agreed the step's collectives completed, so
+    // no survivor is ever a step ahead of another (docs/fault_tolerance.md).
+    enum class Stage : std::uint64_t { compute, callbacks, epoch_end, checkpoint, stop_vote };
+    Stage stage = Stage::compute;
+    bool stop = false;
+    StepMetrics sm;
+    std::optional<Recovery> recovery;  // a failure recovered from, reported after the next completed step
 
-      for (long u = mine.begin; u < mine.end; ++u) {
-        const long first = position * B + u * m;  // position of the micro-batch's row 0 in the epoch order
-        gather(train, order, first, m);
-        LayerContext<execution_space, Rng> ctx{space, rng_, 0, step, static_cast<std::uint64_t>(u * m), true};
-        model.forward(ctx, ws, m);
-        compute_loss(m, 1.0f / static_cast<float>(B), true);
-        BufferRef<memory_space> row(grads_.data() + (u - mine.begin) * n_params, n_params);
-        model.backward(ctx, ws, m, row);
-        sum_rows(m, mb_loss(u - mine.begin), mb_correct(u - mine.begin));
-      }
-      const ReductionResult red = reduction_.reduce(par_, grads_, M, grad_sum_);
-      par_.allgather_micro_batches(mb_loss, all_loss, M);
-      par_.allgather_micro_batches(mb_correct, all_correct, M);
-      double loss_sum = 0.0, correct = 0.0;
-      for (long u = 0; u < M; ++u) {
-        loss_sum += all_loss(u);
-        correct += all_correct(u);
-      }
-      StepMetrics sm{step, epoch, static_cast<std::uint64_t>(spe), static_cast<std::uint64_t>(total),
-                     loss_sum / static_cast<double>(B), correct / static_cast<double>(B),
-                     schedule.lr(opt.base_lr(), step)};
-      // Every rank holds the same reduced gradient and gathered loss, so every rank throws here together.
-      if (!red.finite)
-        throw numerics_error("reprosgd::Trainer::fit: step " + std::to_string(step) +
-                                 ": the gradient contains NaN or Inf (training diverged; lower the learning rate)",
-                             static_cast<long long>(step));
-      if (!(sm.loss <= options_.max_loss))
-        throw numerics_error("reprosgd::Trainer::fit: step " + std::to_string(step) + ": loss is " +
-                                 detail::number_text(sm.loss) + " (training diverged; lower the learning rate)",
-                             static_cast<long long>(step));
-      opt.step(space, state.optimizer, model.parameters(), grad_sum_, sm.lr);
-      space.fence();
-      ++state.step;
-      result.steps = state.step;
-      result.last_step = sm;
-      epoch_loss += sm.loss;
-      epoch_acc += sm.accuracy;
-      ++epoch_steps;
+    for (;;) {
+      try {
+        if (stage == Stage::compute) {
+          if (static_cast<long>(state.step) >= total) break;
+          const std::uint64_t step = state.step;
+          const std::uint64_t epoch = step / static_cast<std::uint64_t>(spe);
+          const long position = static_cast<long>(step % static_cast<std::uint64_t>(spe));
+          if (failures_) failures_->maybe_fail(failure_identity_, step, FailurePoint::step);
+          if constexpr (requires { par_.set_failure_step(step); }) par_.set_failure_step(step);
+          if (options_.shuffle && (!order || order->epoch() != epoch))
+            order.emplace(options_.seed, epoch, static_cast<std::uint64_t>(n_samples));
 
-      bool stop = false;
-      ((stop = call_step(callbacks, sm) || stop), ...);
-      if (position == spe - 1) {
-        EpochMetrics em;
-        em.epoch = epoch;
-        em.step = state.step;
-        em.train_loss = epoch_loss / static_cast<double>(epoch_steps);
-        em.train_accuracy = epoch_acc / static_cast<double>(epoch_steps);
-        if (test && options_.evaluate_each_epoch) {
-          em.evaluated = true;
-          em.test = evaluate(model, *test);
+          auto& ws = model_ws<Model>(*workspace_);
+          for (long u = mine.begin; u < mine.end; ++u) {
+            const long first = position * B + u * m;  // position of the micro-batch's row 0 in the epoch order
+            gather(train, order, first, m);
+            LayerContext<execution_space, Rng> ctx{space, rng_, 0, step, static_cast<std::uint64_t>(u * m), true};
+            model.forward(ctx, ws, m);
+            compute_loss(m, 1.0f / static_cast<float>(B), true);
+            BufferRef<memory_space> row(grads_.data() + (u - mine.begin) * n_params, n_params);
+            model.backward(ctx, ws, m, row);
+            sum_rows(m, mb_loss(u - mine.begin), mb_correct(u - mine.begin));
+          }
+          const ReductionResult red = reduction_.reduce(par_, grads_, M, grad_sum_);
+          par_.allgather_micro_batches(mb_loss, all_loss, M);
+          par_.allgather_micro_batches(mb_correct, all_correct, M);
+          double loss_sum = 0.0, correct = 0.0;
+          for (long u = 0; u < M; ++u) {
+            loss_sum += all_loss(u);
+            correct += all_correct(u);
+          }
+          sm = StepMetrics{step, epoch, static_cast<std::uint64_t>(spe), static_cast<std::uint64_t>(total),
+                           loss_sum / static_cast<double>(B), correct / static_cast<double>(B),
+                           schedule.lr(opt.base_lr(), step)};
+          // Every rank holds the same reduced gradient and gathered loss, so every rank throws here together.
+          if (!red.finite)
+            throw numerics_error("reprosgd::Trainer::fit: step " + std::to_string(step) +
+                                     ": the gradient contains NaN or Inf (training diverged; lower the learning rate)",
+                                 static_cast<long long>(step));
+          if (!(sm.loss <= options_.max_loss))
+            throw numerics_error("reprosgd::Trainer::fit: step " + std::to_string(step) + ": loss is " +
+                                     detail::number_text(sm.loss) + " (training diverged; lower the learning rate)",
+                                 static_cast<long long>(step));
+          // Apply the step only once every rank completed it: either every survivor applies it or none does.
+          if constexpr (RecoverableParallelism<Par>) (void)par_.step_completed_everywhere(true);
+          opt.step(space, state.optimizer, model.parameters(), grad_sum_, sm.lr);
+          space.fence();
+          ++state.step;
+          result.steps = state.step;
+          result.last_step = sm;
+          epoch_loss += sm.loss;
+          epoch_acc += sm.accuracy;
+          ++epoch_steps;
+          stop = false;
+          stage = Stage::callbacks;
+          if (recovery) {
+            FailureEvent event = recovery->event;
+            event.recovery_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - recovery->detected).count();
+            event.new_rank = par_.rank();
+            recovery.reset();
+            result.failures.push_back(event);
+            (call_failure(callbacks, event), ...);
+          }
         }
-        em.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
-        ((stop = call_epoch(callbacks, em) || stop), ...);
-        result.last_epoch = em;
-        result.epochs = epoch + 1;
-        epoch_loss = epoch_acc = 0.0;
-        epoch_steps = 0;
-        epoch_start = std::chrono::steady_clock::now();
-      }
-      if (options_.stop_after > 0 && static_cast<long>(state.step) == options_.stop_after) stop = true;
-      const bool last = static_cast<long>(state.step) == total;
-      if (checkpoints && (last || stop ||
-                          (options_.checkpoint_every > 0 && state.step % static_cast<std::uint64_t>(options_.checkpoint_every) == 0)))
-        save_checkpoint(*checkpoints, model, opt, state, train);
-      // A stop requested on any rank stops every rank at the same step.
-      if (!par_.agree(!stop)) {
-        result.stopped_early = true;
-        break;
+        const std::uint64_t done = state.step;  // steps completed, the last one being sm.step
+        if (stage == Stage::callbacks) {
+          ((stop = call_step(callbacks, sm) || stop), ...);
+          stage = Stage::epoch_end;
+        }
+        if (stage == Stage::epoch_end) {
+          if (static_cast<long>(sm.step % static_cast<std::uint64_t>(spe)) == spe - 1) {
+            EpochMetrics em;
+            em.epoch = sm.epoch;
+            em.step = done;
+            em.train_loss = epoch_loss / static_cast<double>(epoch_steps);
+            em.train_accuracy = epoch_acc / static_cast<double>(epoch_steps);
+            if (test && options_.evaluate_each_epoch) {
+              em.evaluated = true;
+              em.test = evaluate(model, *test);
+            }
+            em.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
+            ((stop = call_epoch(callbacks, em) || stop), ...);
+            result.last_epoch = em;
+            result.epochs = sm.epoch + 1;
+            epoch_loss = epoch_acc = 0.0;
+            epoch_steps = 0;
+            epoch_start = std::chrono::steady_clock::now();
+          }
+          stage = Stage::checkpoint;
+        }
+        if (options_.stop_after > 0 && static_cast<long>(done) == options_.stop_after) stop = true;
+        if (stage == Stage::checkpoint) {
+          const bool last = static_cast<long>(done) == total;
+          if (checkpoints && (last || stop ||
+                              (options_.checkpoint_every > 0 && done % static_cast<std::uint64_t>(options_.checkpoint_every) == 0)))
+            save_during_fit(*checkpoints, model, opt, state, train);
+          stage = Stage::stop_vote;
+        }
+        // A stop requested on any rank stops every rank at the same step.
+        const bool go_on = par_.agree(!stop);
+        stage = Stage::compute;
+        if (!go_on) {
+          result.stopped_early = true;
+          break;
+        }
+      } catch (const process_failure& failure) {
+        if constexpr (Fault::on_process_failure == FailureAction::abort) {
+          throw;
+        } else if constexpr (Fault::on_process_failure == FailureAction::restart_from_checkpoint) {
+          throw restart_required(std::string(failure.what()) + "; " + Fault::name() +
+                                     ": stopping so that the job is relaunched on the survivors and resumes from "
+                                     "the newest checkpoint (exit code " + std::to_string(restart_code()) + ")",
+                                 failure.failed_ranks(), restart_code());
+        } else {
+          if (!recovery) recovery.emplace(Recovery{std::chrono::steady_clock::now(), {}});
+          recover_from_failure(*recovery, state.step, static_cast<std::uint64_t>(stage), checkpoints, model, opt, state, train);
+          lay_out();
+        }
       }
     }
     return result;
@@ -616,7 +704,7 @@ class Trainer {
           state(opt.template init<memory_space>(model.parameter_count())) {}
     template <class Extra>
     auto payload(Extra& extra) {
-      return detail::TrainingPayload<Buffer<memory_space>, decltype(state), Extra>{&params, &state, &extra};
+      return detail::TrainingPayload<Buffer<memory_space>, decltype(state), Extra>{&params, &state, &extra, {}};
     }
   };
   template <Optimizer Opt, class Model>
@@ -631,7 +719,7 @@ class Trainer {
     using P = std::remove_cvref_t<decltype(model.parameters())>;
     using S = std::remove_cvref_t<decltype(state.optimizer)>;
     return detail::TrainingPayload<P, S, Extra>{const_cast<P*>(&model.parameters()), const_cast<S*>(&state.optimizer),
-                                                const_cast<Extra*>(&extra)};
+                                                const_cast<Extra*>(&extra), {}};
   }
   template <class Model, Optimizer Opt, class Data>
   ConfigDescription config_of(const Model& model, const Opt& opt, const Data& train) const {
@@ -697,6 +785,96 @@ class Trainer {
     }
   }
 
+  // A failure being recovered from: when it was detected and what is known of it so far.
+  struct Recovery {
+    std::chrono::steady_clock::time_point detected;
+    FailureEvent event;
+  };
+
+  static constexpr int restart_code() noexcept {
+    if constexpr (requires { Fault::exit_code; })
+      return Fault::exit_code;
+    else
+      return restart_exit_code;
+  }
+
+  /**
+   * ShrinkAndContinue after process_failure, on every survivor: shrink to the survivors (again if
+   * more ranks die meanwhile), then check that every survivor stands at the same step and stage —
+   * true by construction, since an update is applied only after an agreement and every collective
+   * fails on all survivors together; a violation is a bug and is reported, never trained through.
+   * Fewer survivors than options().min_ranks: save a checkpoint of the (consistent) state, if a
+   * checkpoint directory is set, and end with process_failure.
+   */
+  template <class Model, Optimizer Opt, class Data>
+  void recover_from_failure(Recovery& recovery, std::uint64_t step, std::uint64_t stage,
+                            std::optional<CheckpointManager<Ckpt>>& checkpoints, const Model& model, const Opt& opt,
+                            const TrainState<Opt, memory_space>& state, const Data& train)
+    requires RecoverableParallelism<Par>
+  {
+    FailureEvent& event = recovery.event;
+    if (event.old_size == 0) {
+      event.old_size = par_.size();
+      event.step = step;
+    }
+    const auto repair_start = std::chrono::steady_clock::now();
+    for (;;) {
+      try {
+        const RecoveryReport report = par_.recover();
+        event.lost_ranks.insert(event.lost_ranks.end(), report.lost_original_ranks.begin(),
+                                report.lost_original_ranks.end());
+        const std::uint64_t where = step * 8 + stage;
+        const std::uint64_t lowest = par_.agree_min(where), highest = ~par_.agree_min(~where);
+        if (lowest != where || highest != where)
+          throw comm_error("reprosgd::Trainer::fit: after losing ranks the survivors stand at different steps (" +
+                           std::to_string(lowest / 8) + " to " + std::to_string(highest / 8) +
+                           "); this is a bug in the fault-tolerance protocol: the run cannot continue reproducibly");
+        break;
+      } catch (const process_failure&) {
+        continue;  // another rank died during the repair: repair again
+      }
+    }
+    std::sort(event.lost_ranks.begin(), event.lost_ranks.end());
+    event.new_size = par_.size();
+    event.new_rank = par_.rank();
+    event.shrink_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - repair_start).count();
+    if (par_.size() < options_.min_ranks) {
+      std::string saved = "no checkpoint directory is set";
+      if (checkpoints) {
+        save_during_fit(*checkpoints, model, opt, state, train);
+        saved = "the state after step " + std::to_string(state.step) + " is checkpointed in " +
+                checkpoints->directory().string();
+      }
+      throw process_failure("reprosgd::Trainer::fit: lost rank(s) " + detail::rank_list(event.lost_ranks) + " at step " +
+                                std::to_string(step) + "; " + std::to_string(par_.size()) +
+                                " rank(s) survive, fewer than min_ranks " + std::to_string(options_.min_ranks) + "; " +
+                                saved,
+                            event.lost_ranks);
+    }
+  }
+
+  // Save from within fit(): save_checkpoint() plus the checkpoint fault-injection point.
+  template <class Model, Optimizer Opt, class Data>
+  void save_during_fit(CheckpointManager<Ckpt>& checkpoints, const Model& model, const Opt& opt,
+                       const TrainState<Opt, memory_space>& state, const Data& train) {
+    const std::uint64_t step = state.step;
+    const bool inject = failures_ && failures_->scheduled(failure_identity_, step, FailurePoint::checkpoint);
+    const detail::NoExtraState none;
+    agreed("reprosgd::Trainer::save_checkpoint", [&] {
+      if (par_.rank() != 0) {
+        if (inject) failures_->maybe_fail(failure_identity_, step, FailurePoint::checkpoint);
+        return;
+      }
+      auto payload = payload_of(model, state, none);
+      if (inject) payload.after_parameters = [&] { failures_->maybe_fail(failure_identity_, step, FailurePoint::checkpoint); };
+      checkpoints.save(snapshot_info(model, opt, state, train), payload);
+    });
+  }
+
+  template <class C>
+  static void call_failure(C& c, const FailureEvent& e) {
+    if constexpr (FailureCallback<C>) c.on_failure(e);
+  }
   template <class C>
   static bool call_step(C& c, const StepMetrics& m) {
     if constexpr (StepCallback<C>) return c.on_step_end(m);
@@ -712,6 +890,8 @@ class Trainer {
   Par par_;
   Rng rng_{options_.seed};
   reduction_type reduction_{};
+  std::shared_ptr<const FailureSchedule> failures_;  // fault injection (tests, demos); null: none
+  int failure_identity_ = 0;
   std::unique_ptr<WorkspaceBase> workspace_, eval_workspace_;
   Matrix<memory_space> grads_;
   Buffer<memory_space> grad_sum_;

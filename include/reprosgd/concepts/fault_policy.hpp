@@ -37,6 +37,8 @@ struct RecoveryReport {
   int new_rank = 0;               ///< this process's rank in the shrunk communicator
   int new_size = 0;               ///< survivors
   std::vector<int> failed_ranks;  ///< ranks of the old communicator that are gone, ascending
+  std::vector<int> lost_original_ranks;  ///< the same processes, numbered as in the communicator
+                                         ///< the policy was created with (stable across shrinks)
   double seconds = 0.0;           ///< wall time of recover() on this rank
 };
 

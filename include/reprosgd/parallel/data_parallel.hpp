@@ -11,6 +11,7 @@
 #include <reprosgd/concepts/parallelism.hpp>
 #include <reprosgd/detail/mpi_check.hpp>
 #include <reprosgd/error.hpp>
+#include <reprosgd/fault/fault_injection.hpp>
 #include <reprosgd/reduction/exact.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -165,8 +166,24 @@ class DataParallel {
   template <class View>
     requires detail::HostVectorOf<View, std::int64_t>
   void allreduce_sum(const View& values) const {
+    if (injection_.schedule)
+      injection_.schedule->maybe_fail(injection_.identity, injection_.step, FailurePoint::allreduce);
     allreduce_in_place(values, MPI_SUM, "reprosgd::DataParallel::allreduce_sum");
   }
+
+  /**
+   * Fault injection for tests and demos: from now on, this process kills itself (SIGKILL) when
+   * `schedule` lists (identity, step, FailurePoint::allreduce) and the gradient reduction reaches
+   * its integer SUM all-reduce at that step — after the block-exponent MAX, so the others are
+   * left waiting inside the reduction. The schedule must outlive this object; nullptr turns it
+   * off. The Trainer calls this and set_failure_step() (Trainer::inject_failures). Not collective.
+   */
+  void inject_failures(const FailureSchedule* schedule, int identity) noexcept {
+    injection_.schedule = schedule;
+    injection_.identity = identity;
+  }
+  /// The step the next collectives belong to, for inject_failures(). Not collective.
+  void set_failure_step(std::uint64_t step) noexcept { injection_.step = step; }
 
   /**
    * Gather one value per micro-batch: each rank passes the values of the micro-batches it owns
@@ -254,7 +271,14 @@ class DataParallel {
     } while (offset < n);
   }
 
+  struct Injection {
+    const FailureSchedule* schedule = nullptr;
+    int identity = 0;
+    std::uint64_t step = 0;
+  };
+
   ExecSpace space_{};
+  Injection injection_{};
   detail::CommHandle comm_{};
   int rank_ = 0;
   int size_ = 1;

@@ -143,9 +143,14 @@ class UlfmDataParallel : public DataParallel<ExecSpace, Red> {
    * @collective over `comm`
    */
   explicit UlfmDataParallel(MPI_Comm comm = MPI_COMM_WORLD, const ExecSpace& space = ExecSpace())
-      : base(comm, space) {
+      : base(comm, space), original_ranks_(static_cast<std::size_t>(this->size())) {
     this->set_collective_check(&check_collective);
+    for (int r = 0; r < this->size(); ++r) original_ranks_[static_cast<std::size_t>(r)] = r;
   }
+
+  /// This process's rank in the communicator the policy was created with (it does not change
+  /// when recover() shrinks the communicator; rank() does).
+  [[nodiscard]] int original_rank() const noexcept { return original_ranks_[static_cast<std::size_t>(this->rank())]; }
 
   static constexpr const char* name() noexcept { return "ulfm_data_parallel"; }
 
@@ -216,8 +221,13 @@ class UlfmDataParallel : public DataParallel<ExecSpace, Red> {
     detail::CommHandle handle(shrunk);
     detail::mpi_check(MPI_Comm_set_errhandler(shrunk, MPI_ERRORS_RETURN),
                       "reprosgd::UlfmDataParallel::recover: MPI_Comm_set_errhandler");
-    report.failed_ranks = gone_ranks(old, shrunk);
+    std::vector<int> kept;  // kept[new rank] = old rank
+    report.failed_ranks = gone_ranks(old, shrunk, kept);
+    for (int r : report.failed_ranks) report.lost_original_ranks.push_back(original_ranks_[static_cast<std::size_t>(r)]);
+    std::vector<int> originals(kept.size());
+    for (std::size_t i = 0; i < kept.size(); ++i) originals[i] = original_ranks_[static_cast<std::size_t>(kept[i])];
     this->adopt_communicator(std::move(handle));  // frees the revoked one (a local operation)
+    original_ranks_ = std::move(originals);
     report.new_rank = this->rank();
     report.new_size = this->size();
     report.seconds = MPI_Wtime() - start;
@@ -225,8 +235,8 @@ class UlfmDataParallel : public DataParallel<ExecSpace, Red> {
   }
 
  private:
-  /// The ranks of `old` that are not in `shrunk`, ascending.
-  static std::vector<int> gone_ranks(MPI_Comm old, MPI_Comm shrunk) {
+  /// The ranks of `old` that are not in `shrunk`, ascending; `kept[i]` is the old rank of new rank i.
+  static std::vector<int> gone_ranks(MPI_Comm old, MPI_Comm shrunk, std::vector<int>& kept) {
     MPI_Group old_group = MPI_GROUP_NULL, new_group = MPI_GROUP_NULL;
     detail::mpi_check(MPI_Comm_group(old, &old_group), "reprosgd::UlfmDataParallel::recover: MPI_Comm_group");
     detail::mpi_check(MPI_Comm_group(shrunk, &new_group), "reprosgd::UlfmDataParallel::recover: MPI_Comm_group");
@@ -239,6 +249,7 @@ class UlfmDataParallel : public DataParallel<ExecSpace, Red> {
     MPI_Group_free(&old_group);
     MPI_Group_free(&new_group);
     detail::mpi_check(rc, "reprosgd::UlfmDataParallel::recover: MPI_Group_translate_ranks");
+    kept = out;
     std::vector<char> alive(static_cast<std::size_t>(old_size), 0);
     for (int r : out)
       if (r >= 0 && r < old_size) alive[static_cast<std::size_t>(r)] = 1;
@@ -247,6 +258,8 @@ class UlfmDataParallel : public DataParallel<ExecSpace, Red> {
       if (!alive[static_cast<std::size_t>(r)]) gone.push_back(r);
     return gone;
   }
+
+  std::vector<int> original_ranks_;  ///< original_ranks_[rank] = rank in the communicator given to the constructor
 
   /// MPIX_Comm_agree of `bits`; any error (uniform across survivors) revokes and throws.
   int agree_bits(int bits, const char* who) const {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 #include <unistd.h>
 
 REPROSGD_BEGIN_NAMESPACE
@@ -23,9 +24,13 @@ template <class C>
 concept EpochCallback = requires(C& c, const EpochMetrics& m) {
   { c.on_epoch_end(m) } -> std::convertible_to<bool>;
 };
+/// A callback told about lost ranks (ShrinkAndContinue), after the first step that followed the
+/// recovery. Its return value is ignored (a failure is not a reason to stop).
+template <class C>
+concept FailureCallback = requires(C& c, const FailureEvent& e) { c.on_failure(e); };
 /// Anything with at least one hook.
 template <class C>
-concept Callback = StepCallback<C> || EpochCallback<C>;
+concept Callback = StepCallback<C> || EpochCallback<C> || FailureCallback<C>;
 
 namespace detail {
 inline std::string json_number(double v) {
@@ -34,11 +39,23 @@ inline std::string json_number(double v) {
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
 }
+
+/// "2,3" for {2, 3}.
+inline std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(r);
+  }
+  return s;
+}
+
 }  // namespace detail
 
 /**
  * Prints progress on rank 0: a progress bar redrawn in place when the stream is a terminal, and one
- * plain line per epoch otherwise (logs, CI). Other ranks print nothing.
+ * plain line per epoch otherwise (logs, CI). Other ranks print nothing. When rank 0 is lost, the
+ * survivor that becomes rank 0 takes over (on_failure), so progress continues on it.
  */
 class ProgressReporter {
  public:
@@ -69,18 +86,34 @@ class ProgressReporter {
   }
 
  private:
+  void on_failure(const FailureEvent& e) {
+    enabled_ = e.new_rank == 0;
+    if (!enabled_) return;
+    if (tty_) std::fprintf(out_, "\r%*s\r", 72, "");
+    std::fprintf(out_,
+                 "failure: lost rank %s at step %llu; %d -> %d ranks; communicator repaired in %.3f s, first step "
+                 "after it done %.3f s after the failure was detected\n",
+                 detail::rank_list(e.lost_ranks).c_str(), static_cast<unsigned long long>(e.step), e.old_size, e.new_size,
+                 e.shrink_seconds, e.recovery_seconds);
+    std::fflush(out_);
+  }
+
+ private:
   std::FILE* out_;
   bool enabled_;
   bool tty_;
 };
 
-/// Writes one JSON object per step and per epoch to a file (rank 0 only). @throws io_error
+/**
+ * Writes one JSON object per step, per epoch and per recovered failure to a file, on rank 0 only,
+ * each line flushed when written. When rank 0 is lost, the survivor that becomes rank 0 reopens the
+ * file for appending and continues it (on a file system all ranks share): the lines of completed
+ * steps are then all there, once each. @throws io_error
+ */
 class JsonLinesWriter {
  public:
-  JsonLinesWriter(const std::string& path, int rank = 0) {
-    if (rank != 0 || path.empty()) return;
-    f_ = std::fopen(path.c_str(), "w");
-    if (!f_) throw io_error("reprosgd::JsonLinesWriter: cannot open " + path + ": " + std::strerror(errno));
+  JsonLinesWriter(const std::string& path, int rank = 0) : path_(path) {
+    if (rank == 0) open("w");
   }
   JsonLinesWriter(const JsonLinesWriter&) = delete;
   JsonLinesWriter& operator=(const JsonLinesWriter&) = delete;
@@ -94,6 +127,7 @@ class JsonLinesWriter {
                    static_cast<unsigned long long>(m.step), static_cast<unsigned long long>(m.epoch),
                    detail::json_number(m.loss).c_str(), detail::json_number(m.accuracy).c_str(),
                    detail::json_number(m.lr).c_str());
+    if (f_) std::fflush(f_);
     return false;
   }
   bool on_epoch_end(const EpochMetrics& m) {
@@ -108,8 +142,25 @@ class JsonLinesWriter {
     std::fflush(f_);
     return false;
   }
+  void on_failure(const FailureEvent& e) {
+    if (e.new_rank == 0 && !f_) open("a");
+    if (!f_) return;
+    std::fprintf(f_,
+                 "{\"event\":\"failure\",\"step\":%llu,\"lost_ranks\":[%s],\"old_size\":%d,\"new_size\":%d,"
+                 "\"shrink_seconds\":%s,\"recovery_seconds\":%s}\n",
+                 static_cast<unsigned long long>(e.step), detail::rank_list(e.lost_ranks).c_str(), e.old_size, e.new_size,
+                 detail::json_number(e.shrink_seconds).c_str(), detail::json_number(e.recovery_seconds).c_str());
+    std::fflush(f_);
+  }
 
  private:
+  void open(const char* mode) {
+    if (path_.empty()) return;
+    f_ = std::fopen(path_.c_str(), mode);
+    if (!f_) throw io_error("reprosgd::JsonLinesWriter: cannot open " + path_ + ": " + std::strerror(errno));
+  }
+
+  std::string path_;
   std::FILE* f_ = nullptr;
 };
 

@@ -5,6 +5,7 @@
 #include <reprosgd/config.hpp>
 
 #include <cstdint>
+#include <vector>
 
 REPROSGD_BEGIN_NAMESPACE
 
@@ -40,6 +41,22 @@ struct EpochMetrics {
   double seconds = 0.0;         ///< wall time of the epoch (informational, never feeds numerics)
 };
 
+/**
+ * A lost rank and the recovery from it (ShrinkAndContinue), reported to callbacks once the first
+ * step after the recovery has completed — so that the recovery time is known — and kept in
+ * FitResult::failures. The same on every survivor except `new_rank`.
+ */
+struct FailureEvent {
+  std::uint64_t step = 0;              ///< the step that was in progress (0-based); it was redone
+  std::vector<int> lost_ranks;         ///< the lost ranks, numbered as in the communicator the
+                                       ///< parallelism policy was created with (e.g. MPI_COMM_WORLD)
+  int old_size = 0;                    ///< ranks before the failure
+  int new_size = 0;                    ///< ranks training continues on
+  int new_rank = 0;                    ///< this process's rank from now on
+  double shrink_seconds = 0.0;         ///< wall time of the communicator repair (revoke, shrink, agree)
+  double recovery_seconds = 0.0;       ///< from the failure's detection to the first completed step after it
+};
+
 /// What fit() did.
 struct FitResult {
   std::uint64_t steps = 0;       ///< steps completed in total (including before a resume)
@@ -47,6 +64,7 @@ struct FitResult {
   bool stopped_early = false;    ///< a callback asked to stop
   StepMetrics last_step{};
   EpochMetrics last_epoch{};
+  std::vector<FailureEvent> failures;  ///< ranks lost and recovered from during this fit()
 };
 
 REPROSGD_END_NAMESPACE
