@@ -107,16 +107,17 @@ struct GemmHostTileFunctor {
   float* c_;
   std::ptrdiff_t ldc_;
   std::size_t scratch_bytes_;
+  const float* bias_;
 
   void operator()(const member_type& member) const {
     auto* buffer = static_cast<float*>(member.team_scratch(1).get_shmem(scratch_bytes_));
-    gemm_host::compute_tile(plan_, member.league_rank(), a_, b_, c_, ldc_, buffer);
+    gemm_host::compute_tile(plan_, member.league_rank(), a_, b_, c_, ldc_, buffer, bias_);
   }
 };
 
 template <class ExecSpace>
 void gemm_host_run(const ExecSpace& space, const gemm_host::Operand& a, const gemm_host::Operand& b, float* c,
-                   std::ptrdiff_t ldc, int m, int n, int k, int plan_threads = 0) {
+                   std::ptrdiff_t ldc, int m, int n, int k, int plan_threads = 0, const float* bias = nullptr) {
   if (m == 0 || n == 0) return;
   // plan_threads (tests only) plans the tiles for another thread count than the instance's.
   const gemm_host::Plan plan =
@@ -125,12 +126,13 @@ void gemm_host_run(const ExecSpace& space, const gemm_host::Operand& a, const ge
   using policy = Kokkos::TeamPolicy<ExecSpace>;
   Kokkos::parallel_for("reprosgd::gemm(host)",
                        policy(space, plan.tiles(), 1).set_scratch_size(1, Kokkos::PerTeam(bytes)),
-                       GemmHostTileFunctor<ExecSpace>{plan, a, b, c, ldc, bytes});
+                       GemmHostTileFunctor<ExecSpace>{plan, a, b, c, ldc, bytes, bias});
 }
 #endif
 
 template <gemm_op Op, class ExecSpace, class AV, class BV, class CV>
-void gemm_dispatch(const char* name, const ExecSpace& space, const AV& a, const BV& b, const CV& c) {
+void gemm_dispatch(const char* name, const ExecSpace& space, const AV& a, const BV& b, const CV& c,
+                   const float* bias = nullptr) {
   static_assert(Kokkos::SpaceAccessibility<ExecSpace, typename AV::memory_space>::accessible,
                 "reprosgd::gemm: A's memory space is not accessible from the execution space");
   static_assert(Kokkos::SpaceAccessibility<ExecSpace, typename BV::memory_space>::accessible,
@@ -152,11 +154,11 @@ void gemm_dispatch(const char* name, const ExecSpace& space, const AV& a, const 
     const gemm_host::Operand bo =
         Op == gemm_op::nt ? gemm_host::Operand{b.data(), 1, ldb} : gemm_host::Operand{b.data(), ldb, 1};
     gemm_host_run(space, ao, bo, c.data(), static_cast<std::ptrdiff_t>(c.stride(0)), static_cast<int>(m),
-                  static_cast<int>(n), static_cast<int>(k));
+                  static_cast<int>(n), static_cast<int>(k), 0, bias);
     return;
   }
 #endif
-  gemm_generic<Op>(space, a, b, c, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k));
+  gemm_generic<Op>(space, a, b, c, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), bias);
 }
 
 }  // namespace detail
@@ -185,6 +187,32 @@ template <class ExecSpace, RowMajorMatrix AV, RowMajorMatrix BV, MutableRowMajor
   requires Kokkos::is_execution_space<ExecSpace>::value
 void gemm_nn(const ExecSpace& space, const AV& a, const BV& b, const CV& c) {
   detail::gemm_dispatch<detail::gemm_op::nn>("gemm_nn", space, a, b, c);
+}
+
+/**
+ * C = A * B + bias: gemm_nn followed by C(i,j) = C(i,j) + bias(j), in one pass (the forward step
+ * of a Dense layer). A is M x K, B is K x N, bias has N elements, C is M x N (overwritten).
+ *
+ * @deterministic Every element is the gemm_nn sum `acc` (K ascending from +0.0f, a rounded multiply
+ * and a rounded add per step), then one rounded add `acc + bias(j)`: the bits of gemm_nn followed
+ * by a separate bias pass, on every backend, thread count and compiler. Not collective.
+ * Asynchronous: fence `space` before reading C on the host.
+ * @throws reprosgd::config_error on mismatched shapes (bias must have N elements) or aliasing.
+ */
+template <class ExecSpace, RowMajorMatrix AV, RowMajorMatrix BV, class BiasV, MutableRowMajorMatrix CV>
+  requires Kokkos::is_execution_space<ExecSpace>::value && Kokkos::is_view<BiasV>::value &&
+           (static_cast<int>(BiasV::rank) == 1) && std::same_as<typename BiasV::non_const_value_type, float>
+void gemm_nn_bias(const ExecSpace& space, const AV& a, const BV& b, const BiasV& bias, const CV& c) {
+  static_assert(Kokkos::SpaceAccessibility<ExecSpace, typename BiasV::memory_space>::accessible,
+                "reprosgd::gemm_nn_bias: the bias's memory space is not accessible from the execution space");
+  if (bias.extent(0) != b.extent(1))
+    throw config_error("reprosgd::gemm_nn_bias: B is " + detail::shape_string(b.extent(0), b.extent(1)) +
+                       " but the bias has " + std::to_string(bias.extent(0)) + " elements");
+  if (bias.extent(0) > 0 && bias.span() != bias.extent(0))
+    throw config_error("reprosgd::gemm_nn_bias: the bias must be contiguous");
+  if (detail::views_overlap(c, bias))
+    throw config_error("reprosgd::gemm_nn_bias: C overlaps the bias (the result must not alias an input)");
+  detail::gemm_dispatch<detail::gemm_op::nn>("gemm_nn_bias", space, a, b, c, bias.data());
 }
 
 /**

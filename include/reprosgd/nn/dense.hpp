@@ -88,8 +88,7 @@ struct Dense {
     using mem = typename decltype(ctx.space)::memory_space;
     const MatrixRef<mem> w(params.data(), in, out);
     const BufferRef<mem> b(params.data() + static_cast<std::size_t>(in) * out, out);
-    gemm_nn(ctx.space, x, w, y);
-    add_bias(ctx.space, y, b);
+    gemm_nn_bias(ctx.space, x, w, b, y);  // the bits of gemm_nn then add_bias, in one pass
   }
 
   template <class Ctx, class P, class In, class Out, class GOut, class GIn, class GP>

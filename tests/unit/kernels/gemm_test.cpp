@@ -210,6 +210,62 @@ TEST_CASE_TEMPLATE_DEFINE("K = 0 writes +0 and a -0 product sum is +0", Space, g
 }
 TEST_CASE_TEMPLATE_APPLY(gemm_zero_test, reprosgd_test::host_spaces);
 
+TEST_CASE_TEMPLATE_DEFINE("gemm_nn_bias gives the bits of gemm_nn followed by the bias add", Space,
+                          gemm_bias_test) {
+  // The reference: the scalar sum, then one rounded add of b(j). Shapes cover partial row and
+  // column strips, several K blocks, K = 0 (+0 + b) and the Dense forward shapes.
+  std::uint64_t seed = 500;
+  const Shape shapes[] = {{1, 1, 1},     {13, 17, 19},  {4, 6, 0},     {7, 33, 1},   {25, 47, 300},
+                          {31, 9, 1000}, {49, 130, 257}, {128, 512, 784}, {128, 512, 512}, {128, 10, 512},
+                          {16, 512, 784}, {32, 10, 512}};
+  for (const Shape s : shapes) {
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    CAPTURE(s.k);
+    host_matrix ha("a", s.m, s.k), hb("b", s.k, s.n), hbias("bias", 1, s.n);
+    fill(ha, ++seed);
+    fill(hb, ++seed);
+    fill(hbias, ++seed);
+    host_matrix expected = reference<gemm_op::nn>(ha, hb, s.m, s.n, s.k);
+    for (int i = 0; i < s.m; ++i)
+      for (int j = 0; j < s.n; ++j) expected(i, j) = expected(i, j) + hbias(0, j);
+    Space space;
+    matrix<Space> a("a", s.m, s.k), b("b", s.k, s.n), c("c", s.m, s.n);
+    Kokkos::View<float*, typename Space::memory_space> bias("bias", s.n);
+    Kokkos::deep_copy(a, ha);
+    Kokkos::deep_copy(b, hb);
+    Kokkos::deep_copy(bias, Kokkos::subview(hbias, 0, Kokkos::ALL()));
+    host_matrix got("got", s.m, s.n);
+    Kokkos::deep_copy(c, std::nanf(""));
+    reprosgd::gemm_nn_bias(space, a, b, bias, c);
+    space.fence();
+    Kokkos::deep_copy(got, c);
+    CHECK(bit_differences(got, expected) == 0);
+
+    Kokkos::deep_copy(c, std::nanf(""));
+    reprosgd::detail::gemm_generic<gemm_op::nn>(space, a, b, c, s.m, s.n, s.k, bias.data());
+    space.fence();
+    Kokkos::deep_copy(got, c);
+    CHECK(bit_differences(got, expected) == 0);
+#if REPROSGD_IMPL_GEMM_HOST_KERNEL
+    const reprosgd::detail::gemm_host::Operand ao{a.data(), s.k, 1}, bo{b.data(), s.n, 1};
+    for (const int threads : {2, 3, 5, 8}) {
+      CAPTURE(threads);
+      Kokkos::deep_copy(c, std::nanf(""));
+      reprosgd::detail::gemm_host_run(space, ao, bo, c.data(), s.n, s.m, s.n, s.k, threads, bias.data());
+      space.fence();
+      Kokkos::deep_copy(got, c);
+      CHECK(bit_differences(got, expected) == 0);
+    }
+#endif
+  }
+  host_matrix a("a", 4, 5), b("b", 5, 6), c("c", 4, 6);
+  Kokkos::View<float*, Kokkos::HostSpace> short_bias("short_bias", 5);
+  CHECK_THROWS_WITH_AS(reprosgd::gemm_nn_bias(Kokkos::DefaultHostExecutionSpace(), a, b, short_bias, c),
+                       "reprosgd::gemm_nn_bias: B is 5x6 but the bias has 5 elements", reprosgd::config_error);
+}
+TEST_CASE_TEMPLATE_APPLY(gemm_bias_test, reprosgd_test::host_spaces);
+
 #if REPROSGD_IMPL_GEMM_HOST_KERNEL
 TEST_CASE_TEMPLATE_DEFINE("the result does not depend on the thread count or the tiling", Space,
                           gemm_threads_test) {

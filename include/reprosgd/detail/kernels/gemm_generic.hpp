@@ -61,6 +61,7 @@ struct GemmTileFunctor {
   BV b_;
   CV c_;
   int m_, n_, k_;
+  const float* bias_;  ///< N floats added to each finished row, or null
 
   KOKKOS_INLINE_FUNCTION void operator()(const int ti, const int tj) const {
     const int i0 = ti * tile_m;
@@ -78,21 +79,22 @@ struct GemmTileFunctor {
     }
     for (int r = 0; r < tile_m; ++r)
       for (int c = 0; c < tile_n; ++c)
-        if (i0 + r < m_ && j0 + c < n_) c_(i0 + r, j0 + c) = acc[r][c];
+        if (i0 + r < m_ && j0 + c < n_) c_(i0 + r, j0 + c) = bias_ ? acc[r][c] + bias_[j0 + c] : acc[r][c];
   }
 };
 
 /// C (m x n) = op(A) * op(B) with inner dimension k, on any execution space. Shapes are checked by
 /// the caller. Asynchronous like any Kokkos kernel: fence the instance before reading C on the host.
 template <gemm_op Op, class ExecSpace, class AV, class BV, class CV>
-void gemm_generic(const ExecSpace& space, const AV& a, const BV& b, const CV& c, int m, int n, int k) {
+void gemm_generic(const ExecSpace& space, const AV& a, const BV& b, const CV& c, int m, int n, int k,
+                  const float* bias = nullptr) {
   using functor = GemmTileFunctor<Op, AV, BV, CV>;
   if (m == 0 || n == 0) return;
   const int tiles_m = (m + functor::tile_m - 1) / functor::tile_m;
   const int tiles_n = (n + functor::tile_n - 1) / functor::tile_n;
   using policy = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<int>>;
   Kokkos::parallel_for("reprosgd::gemm(generic)", policy(space, {0, 0}, {tiles_m, tiles_n}),
-                       functor{a, b, c, m, n, k});
+                       functor{a, b, c, m, n, k, bias});
 }
 
 }  // namespace detail
