@@ -4,12 +4,17 @@
 // Run under mpiexec, e.g.
 //   OMP_NUM_THREADS=1 mpiexec -n 4 --oversubscribe build/bench/allreduce_bench [--smoke] [--repeats N]
 // Each rank holds one gradient row (M = P micro-batches). For each vector length the same run
-// times, with a barrier before each repetition and the slowest rank's time kept:
+// times, with a barrier before each call and the slowest rank's time kept:
 //   native_allreduce  MPI_Allreduce(MPI_IN_PLACE, MPI_FLOAT, MPI_SUM) of the row
 //   native_reduce     reprosgd::Native::reduce (local sum, the same allreduce, NaN/Inf agreement)
-//   exact_reduce      reprosgd::Exact::reduce (block exponent MAX, int64 quantise, MPI_INT64_T SUM, back)
-// after 2 warm-up calls; the median of the repetitions (default 11) is reported with the ratio to
-// native_allreduce, one JSON line per (method, length) from rank 0.
+//   exact_reduce      reprosgd::Exact::reduce (block exponent MAX, int64 quantise, MPI_INT64_T
+//                     reduce-scatter, back to float, float allgather)
+// The three are interleaved (one call of each per repetition, the order rotating), so a load that
+// comes and goes (other processes on a shared machine) hits all three alike. After 2 warm-up
+// rounds the median of the repetitions (default 11) is reported with the ratio to
+// native_allreduce, one JSON line per (method, length) from rank 0; `ratio_median_of_rounds` is
+// the median over repetitions of exact/native_allreduce measured in the same round.
+//   --n N  time only vectors of N floats (repeatable) instead of 669,706 and 10,000,000
 #include <reprosgd/config.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -71,22 +76,18 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/// Time `op` (warm-up 2, then `repeats`), each repetition fenced and the slowest rank's time kept.
+/// Time one call of `op` (after `reset`), fenced and behind a barrier; the slowest rank's time.
 template <class Op, class Reset>
-std::vector<double> time_it(const reprosgd::DataParallel<Space>& par, int repeats, Reset reset, Op op) {
-  std::vector<double> times;
-  for (int r = -2; r < repeats; ++r) {
-    reset();
-    Kokkos::fence();
-    par.barrier();
-    Kokkos::Timer timer;
-    op();
-    Kokkos::fence();
-    double t = timer.seconds(), slowest = 0.0;
-    MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, par.comm());  // timing only, not training data
-    if (r >= 0) times.push_back(slowest);
-  }
-  return times;
+double time_once(const reprosgd::DataParallel<Space>& par, Reset reset, Op op) {
+  reset();
+  Kokkos::fence();
+  par.barrier();
+  Kokkos::Timer timer;
+  op();
+  Kokkos::fence();
+  double t = timer.seconds(), slowest = 0.0;
+  MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, par.comm());  // timing only, not training data
+  return slowest;
 }
 
 }  // namespace
@@ -96,13 +97,17 @@ int main(int argc, char** argv) {
   Kokkos::ScopeGuard guard(argc, argv);
   bool smoke = false;
   int repeats = 11;
+  std::vector<long> only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--smoke") smoke = true;
     else if (a == "--repeats" && i + 1 < argc) repeats = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--n" && i + 1 < argc) only.push_back(std::max(1L, std::atol(argv[++i])));
   }
   if (smoke) repeats = 3;
-  const std::vector<long> sizes = smoke ? std::vector<long>{4096} : std::vector<long>{669706, 10000000};
+  const std::vector<long> sizes = smoke            ? std::vector<long>{4096}
+                                  : !only.empty() ? only
+                                                  : std::vector<long>{669706, 10000000};
   {
     reprosgd::DataParallel<Space> par;
     const long m = par.size();  // one micro-batch row per rank
@@ -120,33 +125,50 @@ int main(int argc, char** argv) {
       reprosgd::Native native;
       bool finite = true;
 
-      const std::vector<double> t_mpi = time_it(
-          par, repeats, [&] { Kokkos::deep_copy(buffer, row); },
-          [&] {
-            Kokkos::deep_copy(buffer_host, buffer);
-            reprosgd::detail::mpi_check(
-                MPI_Allreduce(MPI_IN_PLACE, buffer_host.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, par.comm()),
-                "allreduce_bench: MPI_Allreduce");
-            Kokkos::deep_copy(buffer, buffer_host);
-          });
-      const std::vector<double> t_native = time_it(
-          par, repeats, [] {}, [&] { finite = native.reduce(par, rows, m, sum).finite && finite; });
-      const std::vector<double> t_exact = time_it(
-          par, repeats, [] {}, [&] { finite = exact.reduce(par, rows, m, sum).finite && finite; });
+      std::vector<double> t_mpi, t_native, t_exact, ratio_native, ratio_exact;
+      for (int r = -2; r < repeats; ++r) {
+        double t[3] = {0.0, 0.0, 0.0};
+        for (int j = 0; j < 3; ++j) {
+          const int method = (j + (r + 2)) % 3;  // rotate the order between rounds
+          if (method == 0)
+            t[0] = time_once(
+                par, [&] { Kokkos::deep_copy(buffer, row); },
+                [&] {
+                  Kokkos::deep_copy(buffer_host, buffer);
+                  reprosgd::detail::mpi_check(MPI_Allreduce(MPI_IN_PLACE, buffer_host.data(), static_cast<int>(n),
+                                                            MPI_FLOAT, MPI_SUM, par.comm()),
+                                              "allreduce_bench: MPI_Allreduce");
+                  Kokkos::deep_copy(buffer, buffer_host);
+                });
+          else if (method == 1)
+            t[1] = time_once(par, [] {}, [&] { finite = native.reduce(par, rows, m, sum).finite && finite; });
+          else
+            t[2] = time_once(par, [] {}, [&] { finite = exact.reduce(par, rows, m, sum).finite && finite; });
+        }
+        if (r < 0) continue;
+        t_mpi.push_back(t[0]);
+        t_native.push_back(t[1]);
+        t_exact.push_back(t[2]);
+        ratio_native.push_back(t[1] / t[0]);
+        ratio_exact.push_back(t[2] / t[0]);
+      }
 
       const double base = median(t_mpi);
       if (par.rank() == 0) {
         const struct {
           const char* name;
           const std::vector<double>* t;
-        } rowsout[] = {{"native_allreduce", &t_mpi}, {"native_reduce", &t_native}, {"exact_reduce", &t_exact}};
+          double round_ratio;
+        } rowsout[] = {{"native_allreduce", &t_mpi, 1.0},
+                       {"native_reduce", &t_native, median(ratio_native)},
+                       {"exact_reduce", &t_exact, median(ratio_exact)}};
         for (const auto& r : rowsout)
           std::printf(
               "{\"bench\":\"allreduce\",\"method\":\"%s\",\"n\":%ld,\"ranks\":%d,\"backend\":\"%s\","
               "\"device\":\"cpu\",\"git\":\"%s\",\"repeats\":%d,\"median_ms\":%.4f,\"min_ms\":%.4f,"
-              "\"ratio_to_native_allreduce\":%.3f,\"finite\":%s}\n",
+              "\"ratio_to_native_allreduce\":%.3f,\"ratio_median_of_rounds\":%.3f,\"finite\":%s}\n",
               r.name, n, par.size(), Space::name(), REPROSGD_GIT_SHA, repeats, 1e3 * median(*r.t),
-              1e3 * *std::min_element(r.t->begin(), r.t->end()), median(*r.t) / base, finite ? "true" : "false");
+              1e3 * *std::min_element(r.t->begin(), r.t->end()), median(*r.t) / base, r.round_ratio, finite ? "true" : "false");
         std::fflush(stdout);
       }
     }

@@ -4,45 +4,171 @@
 
 #include <reprosgd/concepts/reduction.hpp>
 #include <reprosgd/error.hpp>
+#include <reprosgd/reduction/detail/exact_kernels.hpp>
 
 #include <Kokkos_Core.hpp>
 
+#if REPROSGD_HAS_MPI
+#include <reprosgd/detail/mpi_check.hpp>
+
+#include <mpi.h>
+#endif
+
 #include <bit>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 REPROSGD_BEGIN_NAMESPACE
 
+#if REPROSGD_HAS_MPI
+template <class ExecSpace, class Red>
+class DataParallel;
+
 namespace detail {
-
-/// The biased exponent field of a float (0 for zero and subnormals, 255 for Inf and NaN).
-KOKKOS_INLINE_FUNCTION std::int32_t biased_exponent(float x) {
-  std::uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return static_cast<std::int32_t>((u >> 23) & 0xFFu);
-}
-
-/// 2^s as a double, exactly, for -1022 <= s <= 1023 (no libm: the bits are built directly).
-KOKKOS_INLINE_FUNCTION double pow2(int s) {
-  const std::uint64_t bits = static_cast<std::uint64_t>(1023 + s) << 52;
-  double d;
-  std::memcpy(&d, &bits, sizeof d);
-  return d;
-}
-
-/// Round a double with |d| < 2^62 to the nearest int64, ties to even, the same on every device
-/// and independent of the current rounding mode.
-KOKKOS_INLINE_FUNCTION std::int64_t round_half_even(double d) {
-  const std::int64_t t = static_cast<std::int64_t>(d);  // truncation toward zero, exact
-  const double frac = d - static_cast<double>(t);       // exact: t and d share their high bits
-  if (frac > 0.5 || (frac == 0.5 && (t & 1))) return t + 1;
-  if (frac < -0.5 || (frac == -0.5 && (t & 1))) return t - 1;
-  return t;
-}
-
+/// True for DataParallel itself (not a policy derived from it, such as UlfmDataParallel): its
+/// collectives are plain MPI calls whose failure throws comm_error, so Exact may call MPI on its
+/// communicator directly with the same error semantics. A derived policy (which checks and agrees
+/// on every collective its own way) gets Exact's path through its allreduce_sum instead.
+template <class Par>
+inline constexpr bool is_plain_data_parallel = false;
+template <class E, class R>
+inline constexpr bool is_plain_data_parallel<DataParallel<E, R>> = true;
 }  // namespace detail
+#endif
+
+namespace detail::exact {
+
+/// Rows of floats other than the caller's own (received from other ranks): row v's element i is
+/// data[v * stride + (i - first)].
+struct ExtraRows {
+  const float* data = nullptr;
+  long rows = 0;
+  long stride = 0;
+  long first = 0;
+};
+
+/**
+ * Exact's two local passes over a run of whole blocks [b0, b1) (elements [b0*256, min(b1*256, n))),
+ * once the block exponents `exps` are agreed. `add` (may be null) points to int64 addends: element
+ * i's is add[i - add_first]. On the host one work item handles a block (its loops vectorise; see
+ * exact_kernels.hpp); on a device one handles an element. Both call the same per-element functions,
+ * so their bits agree. (A public namespace-scope type: CUDA lambdas may not live in private members.)
+ */
+template <class Exec, class Rows, class Exps, class Sum>
+struct BlockKernels {
+  Exec space;
+  Rows rows;  // this rank's rows, k x n
+  Exps exps;
+  Sum sum;
+  std::int32_t headroom;
+  long n;
+  long k;
+
+  static constexpr bool on_host = std::is_same_v<typename Exec::memory_space, Kokkos::HostSpace>;
+
+  /// out[i - out_first] = add + the sum over this rank's rows of quantise(rows(u, i)).
+  void quantise(long b0, long b1, std::int64_t* out, long out_first, const std::int64_t* add, long add_first) const {
+    if (b1 <= b0) return;
+    const Rows rows_ = rows;
+    const Exps exps_ = exps;
+    const std::int32_t h = headroom;
+    const long n_ = n, k_ = k;
+    if constexpr (on_host) {
+      Kokkos::parallel_for(
+          "reprosgd::Exact::quantise", Kokkos::RangePolicy<Exec>(space, b0, b1), KOKKOS_LAMBDA(const long b) {
+            const long lo = b * block_size;
+            const long len = (lo + block_size < n_ ? lo + block_size : n_) - lo;
+            const std::int32_t base = quantise_base(exps_(b), h);
+            std::int64_t* const o = out + (lo - out_first);
+            if (add != nullptr) {
+              const std::int64_t* const a = add + (lo - add_first);
+              for (long j = 0; j < len; ++j) o[j] = a[j];
+            } else {
+              for (long j = 0; j < len; ++j) o[j] = 0;
+            }
+            for (long u = 0; u < k_; ++u)
+              for (long j = 0; j < len; ++j) o[j] += detail::exact::quantise(rows_(u, lo + j), base);
+          });
+    } else {
+      const long e1 = b1 * block_size < n_ ? b1 * block_size : n_;
+      Kokkos::parallel_for(
+          "reprosgd::Exact::quantise", Kokkos::RangePolicy<Exec>(space, b0 * block_size, e1),
+          KOKKOS_LAMBDA(const long i) {
+            const std::int32_t base = quantise_base(exps_(i / block_size), h);
+            std::int64_t s = add != nullptr ? add[i - add_first] : 0;
+            for (long u = 0; u < k_; ++u) s += detail::exact::quantise(rows_(u, i), base);
+            out[i - out_first] = s;
+          });
+    }
+    space.fence();
+  }
+
+  /// sum(i) = the float of (add + [with_rows] this rank's rows' quantise(rows(u, i)) + the extra
+  /// rows' ones); returns how many of these were too large for a float (each set to +0): an
+  /// integer count, exact in any order.
+  long finish(long b0, long b1, bool with_rows, const std::int64_t* add, long add_first, ExtraRows extra = {}) const {
+    if (b1 <= b0) return 0;
+    const Rows rows_ = rows;
+    const Exps exps_ = exps;
+    const Sum sum_ = sum;
+    const std::int32_t h = headroom;
+    const long n_ = n, k_ = with_rows ? k : 0;
+    long overflowed = 0;
+    if constexpr (on_host) {
+      Kokkos::parallel_reduce(
+          "reprosgd::Exact::finish", Kokkos::RangePolicy<Exec>(space, b0, b1),
+          KOKKOS_LAMBDA(const long b, long& bad) {
+            const long lo = b * block_size;
+            const long len = (lo + block_size < n_ ? lo + block_size : n_) - lo;
+            const std::int32_t base = quantise_base(exps_(b), h);
+            const double scale = dequantise_scale(exps_(b), h);
+            std::int64_t t[block_size];
+            if (add != nullptr) {
+              const std::int64_t* const a = add + (lo - add_first);
+              for (long j = 0; j < len; ++j) t[j] = a[j];
+            } else {
+              for (long j = 0; j < len; ++j) t[j] = 0;
+            }
+            for (long u = 0; u < k_; ++u)
+              for (long j = 0; j < len; ++j) t[j] += detail::exact::quantise(rows_(u, lo + j), base);
+            for (long v = 0; v < extra.rows; ++v) {
+              const float* const x = extra.data + v * extra.stride + (lo - extra.first);
+              for (long j = 0; j < len; ++j) t[j] += detail::exact::quantise(x[j], base);
+            }
+            int count = 0;
+            for (long j = 0; j < len; ++j) {
+              int over;
+              sum_(lo + j) = dequantise(t[j], scale, over);
+              count += over;
+            }
+            bad += count;
+          },
+          overflowed);
+    } else {
+      const long e1 = b1 * block_size < n_ ? b1 * block_size : n_;
+      Kokkos::parallel_reduce(
+          "reprosgd::Exact::finish", Kokkos::RangePolicy<Exec>(space, b0 * block_size, e1),
+          KOKKOS_LAMBDA(const long i, long& bad) {
+            const std::int32_t e = exps_(i / block_size);
+            const std::int32_t base = quantise_base(e, h);
+            std::int64_t s = add != nullptr ? add[i - add_first] : 0;
+            for (long u = 0; u < k_; ++u) s += detail::exact::quantise(rows_(u, i), base);
+            for (long v = 0; v < extra.rows; ++v)
+              s += detail::exact::quantise(extra.data[v * extra.stride + (i - extra.first)], base);
+            int over;
+            sum_(i) = dequantise(s, dequantise_scale(e, h), over);
+            bad += over;
+          },
+          overflowed);
+    }
+    space.fence();
+    return overflowed;
+  }
+};
+
+}  // namespace detail::exact
 
 /**
  * Exact, order-free sum of micro-batch gradients.
@@ -51,14 +177,20 @@ KOKKOS_INLINE_FUNCTION std::int64_t round_half_even(double d) {
  * any value in any micro-batch row (an integer MAX all-reduce). Every value is then placed on the
  * fixed-point grid 2^(E-126-62+h) as an int64 (h = ceil(log2 M) bits of headroom, so the sum of
  * all M rows cannot overflow), the rows are added as integers (exact, so in any order and any
- * grouping), the ranks add their partial sums with an integer SUM all-reduce (exact again), and the
- * total is converted back to float once. The result is therefore the same bits for any number of
- * ranks, any owner map and any MPI reduction algorithm.
+ * grouping), the ranks add their partial sums as integers (exact again), and the total is converted
+ * back to float once. The result is therefore the same bits for any number of ranks, any owner
+ * map and any MPI reduction algorithm.
  *
  * Accuracy: every value keeps all bits down to 2^-(62-h) of its block's largest magnitude, so the
  * error of the sum is at most M * 2^-(63-h) * max|x| before the final rounding to float — far below a
  * float's own rounding for blocks whose values are of similar magnitude. Values more than 2^(38-h)
  * times smaller than the block's largest lose low bits (documented in docs/distributed.md).
+ *
+ * Cost (docs/distributed.md, Performance): one read of the rows for the block exponents, one for
+ * quantising (vectorised integer code, detail/exact_kernels.hpp); with DataParallel on host memory
+ * the integer sums travel as a ring reduce-scatter (each rank ends with the exact totals of its
+ * 1/P of the blocks; its own part is quantised, added and converted to float in one pass) and the
+ * floats as an all-gather: 8 + 4 bytes per parameter instead of a float all-reduce's 4 + 4.
  *
  * @collective @deterministic (rank-independent)
  */
@@ -66,7 +198,7 @@ class Exact {
  public:
   static constexpr const char* name() noexcept { return "exact"; }
   static constexpr bool rank_independent = true;
-  static constexpr long block_size = 256;
+  static constexpr long block_size = detail::exact::block_size;
 
   /// Sum `rows` (this rank's micro-batch gradients, one per row) over all ranks into `sum`.
   template <class Par, class Rows, class Sum>
@@ -84,102 +216,271 @@ class Exact {
     const long nblocks = (n + block_size - 1) / block_size;
     // Workspace is kept between calls (a training step calls reduce once with the same sizes).
     Workspace<mem>& ws = workspace<mem>();
-    ws.ensure(n, nblocks);
+    // With DataParallel on host memory the exponent all-reduce also carries one slot per rank, in
+    // which only that rank writes its row count k: after the MAX every rank knows every rank's k.
+    const long slots = fast_path<Par, Rows, Sum> && par.size() > 1 ? par.size() : 0;
+    ws.ensure_exps(nblocks + slots);
     const exec& space = par.space();
+    const std::int32_t headroom =
+        static_cast<std::int32_t>(std::bit_width(static_cast<unsigned long>(total_micro_batches - 1)));
+    const auto blocks = Kokkos::make_pair(0L, nblocks);
 
-    // 1. Largest biased exponent per block over this rank's rows (255 flags Inf/NaN).
+    // 1. Largest biased exponent per block over this rank's rows (255 flags Inf/NaN): an integer
+    //    max of the magnitudes' bits, one work item per block (vectorised over its elements).
     auto exps = ws.exps;
-    auto exps_host = ws.exps_host;
     Kokkos::parallel_for(
         "reprosgd::Exact::block_exponents", Kokkos::RangePolicy<exec>(space, 0, nblocks),
         KOKKOS_LAMBDA(const long b) {
-          std::int32_t e = 0;
+          std::uint32_t mx = 0;
           const long lo = b * block_size;
           const long hi = lo + block_size < n ? lo + block_size : n;
           for (long u = 0; u < k; ++u)
             for (long i = lo; i < hi; ++i) {
-              const std::int32_t ei = detail::biased_exponent(rows(u, i));
-              e = ei > e ? ei : e;
+              const std::uint32_t mi = detail::exact::magnitude_bits(rows(u, i));
+              mx = mi > mx ? mi : mx;
             }
-          exps(b) = e;
+          exps(b) = detail::exact::exponent_of_magnitude_bits(mx);
         });
     space.fence();
-    const auto blocks = Kokkos::make_pair(0L, nblocks);
-    const auto elems = Kokkos::make_pair(0L, n);
-    Kokkos::deep_copy(Kokkos::subview(exps_host, blocks), Kokkos::subview(exps, blocks));
     // 2. Agree on it across ranks (integer max: exact in any order).
-    par.allreduce_max(Kokkos::subview(exps_host, blocks));
-    bool finite = true;
-    for (long b = 0; b < nblocks; ++b) finite = finite && exps_host(b) != 255;
-    if (!finite) return {false};
-    Kokkos::deep_copy(Kokkos::subview(exps, blocks), Kokkos::subview(exps_host, blocks));
-
-    // 3. Quantise onto the block's grid and add this rank's rows as integers.
-    const int headroom = static_cast<int>(std::bit_width(static_cast<unsigned long>(total_micro_batches - 1)));
-    auto acc = ws.acc;
-    Kokkos::parallel_for(
-        "reprosgd::Exact::quantise", Kokkos::RangePolicy<exec>(space, 0, n), KOKKOS_LAMBDA(const long i) {
-          const std::int32_t e = exps(i / block_size);
-          const int shift = 188 - headroom - (e > 0 ? e : 1);  // |x| * 2^shift <= 2^(62-h)
-          const double scale = detail::pow2(shift);
-          std::int64_t s = 0;
-          for (long u = 0; u < k; ++u) s += detail::round_half_even(static_cast<double>(rows(u, i)) * scale);
-          acc(i) = s;
-        });
-    space.fence();
-    // 4. Integer sum across ranks: exact, so independent of the MPI algorithm.
-    if (par.size() > 1) {
-      if constexpr (std::is_same_v<mem, Kokkos::HostSpace>) {
-        par.allreduce_sum(Kokkos::subview(acc, elems));
-      } else {
-        Kokkos::deep_copy(Kokkos::subview(ws.acc_host, elems), Kokkos::subview(acc, elems));
-        par.allreduce_sum(Kokkos::subview(ws.acc_host, elems));
-        Kokkos::deep_copy(Kokkos::subview(acc, elems), Kokkos::subview(ws.acc_host, elems));
-      }
+    if constexpr (host_memory<mem>) {
+      for (long q = 0; q < slots; ++q) exps(nblocks + q) = q == par.rank() ? static_cast<std::int32_t>(k) : 0;
+      par.allreduce_max(Kokkos::subview(exps, Kokkos::make_pair(0L, nblocks + slots)));
+    } else {
+      Kokkos::deep_copy(Kokkos::subview(ws.exps_host, blocks), Kokkos::subview(exps, blocks));
+      par.allreduce_max(Kokkos::subview(ws.exps_host, blocks));
     }
-    // 5. Back to float, once. A finite sum too large for a float (every rank holds the same integer
-    //    total, so every rank sees it) is reported like a NaN, never converted (that is UB).
-    long overflowed = 0;
-    Kokkos::parallel_reduce(
-        "reprosgd::Exact::dequantise", Kokkos::RangePolicy<exec>(space, 0, n),
-        KOKKOS_LAMBDA(const long i, long& bad) {
-          const std::int32_t e = exps(i / block_size);
-          const int shift = 188 - headroom - (e > 0 ? e : 1);
-          const double v = static_cast<double>(acc(i)) * detail::pow2(-shift);
-          constexpr double limit = 3.4028235677973366e38;  // FLT_MAX rounded up: larger rounds to inf
-          if (v >= limit || v <= -limit) {
-            ++bad;
-            sum(i) = 0.0f;
-          } else {
-            sum(i) = static_cast<float>(v);
-          }
-        },
-        overflowed);  // an integer count: exact in any order
-    space.fence();
-    return {overflowed == 0};
+    {
+      const auto exps_host = host_memory<mem> ? ws.exps : ws.exps_host;
+      bool finite = true;
+      for (long b = 0; b < nblocks; ++b) finite = finite && exps_host(b) != 255;
+      if (!finite) return {false};
+    }
+    if constexpr (!host_memory<mem>)
+      Kokkos::deep_copy(Kokkos::subview(exps, blocks), Kokkos::subview(ws.exps_host, blocks));
+
+    // 3.-5. Quantise onto the block grids and add the rows as integers (exact: the M rows'
+    //    integers stay below 2^62 in magnitude, see detail::exact), add the ranks' integers
+    //    (exact, so independent of the MPI algorithm), and convert back to float once. A finite sum
+    //    too large for a float is reported like a NaN, never converted.
+    const detail::exact::BlockKernels<exec, Rows, decltype(exps), Sum> kern{space, rows, exps, sum, headroom, n, k};
+    if (par.size() == 1) return {kern.finish(0, nblocks, true, nullptr, 0) == 0};
+#if REPROSGD_HAS_MPI
+    if constexpr (fast_path<Par, Rows, Sum>) {
+      long k_max = 0;
+      for (long q = 0; q < slots; ++q) k_max = exps(nblocks + q) > k_max ? exps(nblocks + q) : k_max;
+      // Up to 2 rows per rank, sending the rows' floats (4k bytes per element) costs no more than
+      // sending int64 partial sums (8), and takes one round instead of P-1.
+      if (k_max <= 2) return {exchange_rows_gather(par, ws, kern, nblocks, exps.data() + nblocks)};
+      return {ring_reduce_scatter_gather(par, ws, kern, nblocks)};
+    }
+#endif
+    // Any other policy (one that checks its collectives its own way, such as UlfmDataParallel, or
+    // device memory): an int64 all-reduce through the policy.
+    ws.ensure_acc(n);
+    const auto elems = Kokkos::make_pair(0L, n);
+    kern.quantise(0, nblocks, ws.acc.data(), 0, nullptr, 0);
+    if constexpr (host_memory<mem>) {
+      par.allreduce_sum(Kokkos::subview(ws.acc, elems));
+    } else {
+      Kokkos::deep_copy(Kokkos::subview(ws.acc_host, elems), Kokkos::subview(ws.acc, elems));
+      par.allreduce_sum(Kokkos::subview(ws.acc_host, elems));
+      Kokkos::deep_copy(Kokkos::subview(ws.acc, elems), Kokkos::subview(ws.acc_host, elems));
+    }
+    // Every rank holds the same integer totals, so every rank counts the same overflows.
+    return {kern.finish(0, nblocks, false, ws.acc.data(), 0) == 0};
   }
 
  private:
   template <class Mem>
+  static constexpr bool host_memory = std::is_same_v<Mem, Kokkos::HostSpace>;
+
+  /// Whether reduce() may talk MPI itself (point-to-point and gathers on the policy's communicator,
+  /// with DataParallel's error semantics) on host buffers whose rows and sum are contiguous. Decided
+  /// at compile time, so every rank takes the same path.
+  template <class Par, class Rows, class Sum>
+  static constexpr bool fast_path =
+#if REPROSGD_HAS_MPI
+      detail::is_plain_data_parallel<Par> && host_memory<typename Par::execution_space::memory_space> &&
+      std::is_same_v<typename Rows::array_layout, Kokkos::LayoutRight> &&
+      (std::is_same_v<typename Sum::array_layout, Kokkos::LayoutRight> ||
+       std::is_same_v<typename Sum::array_layout, Kokkos::LayoutLeft>);
+#else
+      false;
+#endif
+
+  template <class Mem>
   struct Workspace {
-    Kokkos::View<std::int64_t*, Mem> acc;
-    Kokkos::View<std::int64_t*, Kokkos::HostSpace> acc_host;
+    Kokkos::View<std::int64_t*, Mem> acc;                     // this rank's integer sums (or a ring's parts)
+    Kokkos::View<std::int64_t*, Kokkos::HostSpace> acc_host;  // device memory only: MPI's copy of acc
+    Kokkos::View<std::int64_t*, Kokkos::HostSpace> recv;      // a ring step's incoming part
+    Kokkos::View<float*, Kokkos::HostSpace> recv_rows;        // other ranks' rows of this rank's run
     Kokkos::View<std::int32_t*, Mem> exps;
-    Kokkos::View<std::int32_t*, Kokkos::HostSpace> exps_host;
-    void ensure(long n, long nblocks) {
+    Kokkos::View<std::int32_t*, Kokkos::HostSpace> exps_host;  // device memory only
+    void ensure_acc(long n) {
       if (static_cast<long>(acc.extent(0)) < n) {
         acc = {};
         acc_host = {};
         acc = Kokkos::View<std::int64_t*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::Exact::acc"), n);
-        acc_host = Kokkos::View<std::int64_t*, Kokkos::HostSpace>(
-            Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::Exact::acc_host"), n);
+        if constexpr (!host_memory<Mem>)
+          acc_host = Kokkos::View<std::int64_t*, Kokkos::HostSpace>(
+              Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::Exact::acc_host"), n);
       }
+    }
+    void ensure_recv(long count) {
+      if (static_cast<long>(recv.extent(0)) < count) {
+        recv = {};
+        recv = Kokkos::View<std::int64_t*, Kokkos::HostSpace>(
+            Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::Exact::recv"), count);
+      }
+    }
+    void ensure_recv_rows(long count) {
+      if (static_cast<long>(recv_rows.extent(0)) < count) {
+        recv_rows = {};
+        recv_rows = Kokkos::View<float*, Kokkos::HostSpace>(
+            Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::Exact::recv_rows"), count);
+      }
+    }
+    void ensure_exps(long nblocks) {
       if (static_cast<long>(exps.extent(0)) < nblocks) {
         exps = Kokkos::View<std::int32_t*, Mem>("reprosgd::Exact::exps", nblocks);
-        exps_host = Kokkos::View<std::int32_t*, Kokkos::HostSpace>("reprosgd::Exact::exps_host", nblocks);
+        if constexpr (!host_memory<Mem>)
+          exps_host = Kokkos::View<std::int32_t*, Kokkos::HostSpace>("reprosgd::Exact::exps_host", nblocks);
       }
     }
   };
+
+#if REPROSGD_HAS_MPI
+  /**
+   * Steps 3-5 for DataParallel on host memory. The blocks are cut into P runs of whole blocks,
+   * run q for rank q. A ring reduce-scatter of the int64 sums: in step s = 0 .. P-2 rank r sends
+   * its partial sums of run (r-s-1) mod P to rank r+1 and receives rank r-1's of run (r-s-2) mod P,
+   * to which it adds its own rows' integers while quantising them (one pass). After P-1 steps
+   * rank r has received the other ranks' total for its own run r, and its last pass adds its own
+   * rows and converts to float at once. An MPI_Allgatherv of the floats then gives every rank all
+   * of them. All additions are of integers, so each total is exact whatever the order, and the
+   * conversion is a pure function of the total and the agreed exponent: every element has the
+   * bits of the single-process sum, on any number of ranks.
+   * Traffic per rank: (P-1)/P * (8 + 4) bytes per element, against (P-1)/P * (4 + 4) for a ring
+   * float all-reduce and (P-1)/P * (8 + 8) for an int64 one. (Open MPI's own MPI_Reduce_scatter
+   * of int64 measured several times slower than these sendrecvs; see docs/distributed.md.)
+   * Returns whether no sum overflowed a float (agreed).
+   */
+  /**
+   * Steps 3-5 for DataParallel on host memory when no rank holds more than 2 rows. The blocks are
+   * cut into P runs of whole blocks, run q for rank q. Every rank sends each other rank q its rows'
+   * floats of run q (point-to-point, all at once), then quantises and adds, as integers, its own
+   * rows and all received rows of its own run and converts the totals to float in the same pass;
+   * an MPI_Allgatherv of the floats gives every rank all of them. The integers are those of the
+   * single-process sum (each value is quantised from its own float with the agreed exponent, on
+   * whichever rank), and integer addition is exact in any order: the bits do not depend on P.
+   * Traffic per rank: (P-1)/P * (4k + 4) bytes per element, for k = 1 the same as a ring float
+   * all-reduce. `k_of[q]` is rank q's row count. Returns whether no sum overflowed (agreed).
+   */
+  template <class Par, class Ws, class Kern>
+  static bool exchange_rows_gather(Par& par, Ws& ws, const Kern& kern, long nblocks, const std::int32_t* k_of) {
+    const long p = par.size(), rank = par.rank();
+    const long n = kern.n, k = kern.k;
+    constexpr int tag = 0x5252;  // the library's duplicate communicator carries no other point-to-point traffic
+    constexpr long segment_blocks = (1L << 30) / block_size;  // MPI counts are int
+    const float* const rows = kern.rows.data();
+    const long row_stride = static_cast<long>(kern.rows.stride(0));
+    long overflowed = 0;
+    std::vector<MPI_Request> requests;
+    std::vector<int> counts(static_cast<std::size_t>(p)), displs(static_cast<std::size_t>(p));
+    for (long s0 = 0; s0 < nblocks; s0 += segment_blocks) {
+      const long s1 = s0 + segment_blocks < nblocks ? s0 + segment_blocks : nblocks;
+      // Run q: blocks [first(q), first(q+1)) of the segment.
+      auto first = [&](long q) { return s0 + (q * (s1 - s0) + p - 1) / p; };
+      auto elem = [&](long b) { return b * block_size < n ? b * block_size : n; };
+      auto count = [&](long q) { return static_cast<int>(elem(first(q + 1)) - elem(first(q))); };
+      const long mine = count(rank), my_first = elem(first(rank));
+      long received_rows = 0;
+      for (long q = 0; q < p; ++q)
+        if (q != rank) received_rows += k_of[q];
+      ws.ensure_recv_rows(received_rows * mine > 0 ? received_rows * mine : 1);
+      float* const recv = ws.recv_rows.data();
+      requests.clear();
+      long row = 0;
+      for (long d = 1; d < p; ++d) {
+        const long src = (rank - d + p) % p;
+        for (long v = 0; v < k_of[src]; ++v, ++row) {
+          requests.emplace_back();
+          detail::mpi_check(MPI_Irecv(recv + row * mine, static_cast<int>(mine), MPI_FLOAT, static_cast<int>(src), tag,
+                                      par.comm(), &requests.back()),
+                            "reprosgd::Exact::reduce: MPI_Irecv(MPI_FLOAT)");
+        }
+      }
+      for (long d = 1; d < p; ++d) {
+        const long dst = (rank + d) % p;
+        for (long u = 0; u < k; ++u) {
+          requests.emplace_back();
+          detail::mpi_check(MPI_Isend(rows + u * row_stride + elem(first(dst)), count(dst), MPI_FLOAT,
+                                      static_cast<int>(dst), tag, par.comm(), &requests.back()),
+                            "reprosgd::Exact::reduce: MPI_Isend(MPI_FLOAT)");
+        }
+      }
+      detail::mpi_check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
+                        "reprosgd::Exact::reduce: MPI_Waitall");
+      overflowed += kern.finish(first(rank), first(rank + 1), true, nullptr, 0,
+                                detail::exact::ExtraRows{recv, received_rows, mine, my_first});
+      for (long q = 0; q < p; ++q) {
+        counts[static_cast<std::size_t>(q)] = count(q);
+        displs[static_cast<std::size_t>(q)] = static_cast<int>(elem(first(q)) - elem(s0));
+      }
+      detail::mpi_check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, kern.sum.data() + elem(s0), counts.data(),
+                                       displs.data(), MPI_FLOAT, par.comm()),
+                        "reprosgd::Exact::reduce: MPI_Allgatherv(MPI_FLOAT)");
+    }
+    return par.agree(overflowed == 0);
+  }
+
+  template <class Par, class Ws, class Kern>
+  static bool ring_reduce_scatter_gather(Par& par, Ws& ws, const Kern& kern, long nblocks) {
+    const long p = par.size(), rank = par.rank();
+    const long n = kern.n;
+    const int right = static_cast<int>((rank + 1) % p), left = static_cast<int>((rank + p - 1) % p);
+    constexpr int tag = 0x5253;  // the library's duplicate communicator carries no other point-to-point traffic
+    // MPI counts are int: segments of at most 2^30 elements, whole blocks.
+    constexpr long segment_blocks = (1L << 30) / block_size;
+    ws.ensure_acc(n);
+    std::int64_t* const acc = ws.acc.data();
+    long overflowed = 0;
+    for (long s0 = 0; s0 < nblocks; s0 += segment_blocks) {
+      const long s1 = s0 + segment_blocks < nblocks ? s0 + segment_blocks : nblocks;
+      // Run q: blocks [first(q), first(q+1)) of the segment.
+      auto first = [&](long q) { return s0 + (q * (s1 - s0) + p - 1) / p; };
+      auto elem = [&](long b) { return b * block_size < n ? b * block_size : n; };
+      auto count = [&](long q) { return static_cast<int>(elem(first(q + 1)) - elem(first(q))); };
+      long longest = 0;
+      for (long q = 0; q < p; ++q) longest = count(q) > longest ? count(q) : longest;
+      ws.ensure_recv(longest > 0 ? longest : 1);
+      std::int64_t* const recv = ws.recv.data();
+      const long sent0 = (rank + p - 1) % p;
+      kern.quantise(first(sent0), first(sent0 + 1), acc, 0, nullptr, 0);
+      for (long step = 0; step + 1 < p; ++step) {
+        const long send = (rank - step - 1 + 2 * p) % p, get = (rank - step - 2 + 2 * p) % p;
+        detail::mpi_check(MPI_Sendrecv(acc + elem(first(send)), count(send), MPI_INT64_T, right, tag, recv,
+                                       count(get), MPI_INT64_T, left, tag, par.comm(), MPI_STATUS_IGNORE),
+                          "reprosgd::Exact::reduce: MPI_Sendrecv(MPI_INT64_T)");
+        if (step + 2 < p)
+          kern.quantise(first(get), first(get + 1), acc, 0, recv, elem(first(get)));
+        else  // get == rank: the other ranks' total for this rank's run
+          overflowed += kern.finish(first(get), first(get + 1), true, recv, elem(first(get)));
+      }
+      std::vector<int> counts(static_cast<std::size_t>(p)), displs(static_cast<std::size_t>(p));
+      for (long q = 0; q < p; ++q) {
+        counts[static_cast<std::size_t>(q)] = count(q);
+        displs[static_cast<std::size_t>(q)] = static_cast<int>(elem(first(q)) - elem(s0));
+      }
+      detail::mpi_check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, kern.sum.data() + elem(s0), counts.data(),
+                                       displs.data(), MPI_FLOAT, par.comm()),
+                        "reprosgd::Exact::reduce: MPI_Allgatherv(MPI_FLOAT)");
+    }
+    return par.agree(overflowed == 0);
+  }
+#endif
+
   // One workspace per memory space the reduction is used with; host builds have one.
   template <class Mem>
   Workspace<Mem>& workspace() {
