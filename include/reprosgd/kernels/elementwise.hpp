@@ -6,6 +6,7 @@
 /// The only sum (the bias gradient) runs over rows in ascending order inside one thread per column.
 #pragma once
 
+#include <reprosgd/detail/kernels/elementwise_host.hpp>
 #include <reprosgd/detail/kokkos_compat.hpp>
 #include <reprosgd/kernels/views.hpp>
 #include <reprosgd/math/elementary.hpp>
@@ -131,6 +132,15 @@ template <Activation A, class ExecSpace, class Out, class GOut, class GIn>
 void activation_backward_as(const ExecSpace& space, const Out& out, const GOut& gout, const GIn& gin) {
   const long rows = static_cast<long>(out.extent(0)), cols = static_cast<long>(out.extent(1));
   if (rows == 0 || cols == 0) return;
+#if REPROSGD_IMPL_ELEMENTWISE_HOST
+  if constexpr (A == Activation::relu && row_wise_v<ExecSpace, Out, GOut, GIn>) {
+    // A host-only lambda: the row helper is not device code.
+    for_each_row(space, "reprosgd::activation_backward", rows, [=](const long i) {
+      elementwise_host::relu_backward_row(&out(i, 0), &gout(i, 0), &gin(i, 0), cols);
+    });
+    return;
+  }
+#endif
   if constexpr (row_wise_v<ExecSpace, Out, GOut, GIn>) {
     for_each_row(space, "reprosgd::activation_backward", rows, KOKKOS_LAMBDA(const long i) {
       const float* KOKKOS_RESTRICT y = &out(i, 0);
