@@ -28,3 +28,25 @@ if [ "$fp1" = "$fp2" ] && [ "$fp2" = "$fp3" ]; then
 else
   echo "  DIFFERENT: the determinism contract is broken" >&2; exit 1
 fi
+
+# 3. The headline: lose a rank mid-epoch, keep training, end with the same bits (ULFM).
+CACHE=${REPROSGD_CACHE:-$HOME/.cache/reprosgd}
+if [ -f "$CACHE/openmpi.prefix" ]; then
+  mpiexec="$(cat "$CACHE/openmpi.prefix")/bin/mpiexec"
+  kill_step=${REPROSGD_DEMO_KILL_STEP:-700}
+  echo
+  echo "== 3. The same training on 4 MPI ranks; rank 2 is killed (SIGKILL) at step $kill_step, mid-epoch."
+  echo "      The survivors repair the communicator (ULFM shrink), redo the step on 3 ranks and go on."
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 \
+    timeout 600 "$mpiexec" -n 4 --oversubscribe --with-ft ulfm "$exe" "${args[@]}" --threads 1 \
+    --fault-tolerance shrink --inject-failure "2@$kill_step" 2>&1 | grep -v '^ \|Kokkos::OpenMP::initialize WARNING' |
+    tee /tmp/reprosgd-demo-4.txt || true
+  fp4=$(grep '^fingerprint ' /tmp/reprosgd-demo-4.txt | tail -n 1)
+  echo
+  printf '  %-34s %s\n' "failure-free (1 process, 2 threads):" "$fp1" "4 ranks, rank 2 killed, 3 finish:" "${fp4:-none}"
+  if [ "$fp4" = "$fp1" ]; then
+    echo "  identical, bit for bit: the lost rank left no trace in the model."
+  else
+    echo "  DIFFERENT: the fault-tolerance contract is broken" >&2; exit 1
+  fi
+fi

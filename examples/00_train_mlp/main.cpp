@@ -3,17 +3,22 @@
 ///
 /// The last line of standard output is `fingerprint <32 hex digits>`: the same for any --threads,
 /// --backend and compiler (and, with MPI, any rank count). On an error: one line on standard error
-/// and a non-zero exit code (2 usage/configuration, 3 data, 4 numerics, 5 I/O, 6 checkpoint, 1 anything else).
+/// and a non-zero exit code (2 usage/configuration, 3 data, 4 numerics, 5 I/O, 6 checkpoint, 7 ranks
+/// lost beyond what the fault policy handles, 75 relaunch me (--fault-tolerance restart), 1 anything else).
 #include <reprosgd/reprosgd.hpp>
 #include <reprosgd/reduction/native.hpp>
 #if REPROSGD_HAS_MPI
 #include <reprosgd/parallel/data_parallel.hpp>
 #include <reprosgd/parallel/mpi_environment.hpp>
 #endif
+#if REPROSGD_HAS_ULFM
+#include <reprosgd/parallel/ulfm_data_parallel.hpp>
+#endif
 
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -21,6 +26,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -61,7 +67,15 @@ struct Config {
   std::string format = "portable";
   std::string resume;
   long stop_after = 0;
+  std::string fault_tolerance = "abort";
+  std::string inject_failure;
+  int min_ranks = 1;
 };
+
+// Set when a peer process died during the run: Open MPI 5.0.x's MPI_Finalize can then hang on
+// the survivors (open-mpi/ompi#11404), so main() ends the process without it (after all output
+// is flushed; every survivor has passed fit()'s last agreement, so no peer still waits for it).
+bool peer_died = false;
 
 // A callback from a std::function: the checkpoint format is chosen at run time without making
 // fit() a template of it.
@@ -105,6 +119,7 @@ int exit_code(const reprosgd::error& e) {
     case reprosgd::errc::numerical_error: return 4;
     case reprosgd::errc::io_error: return 5;
     case reprosgd::errc::checkpoint_invalid: return 6;
+    case reprosgd::errc::process_failed: return 7;
     default: return 1;
   }
 }
@@ -176,7 +191,7 @@ reprosgd::TrainTest<Kokkos::HostSpace> load_data(const Config& c, bool say) {
   return d;
 }
 
-template <class Par, class Model, class Opt>
+template <class Par, class Fault, class Model, class Opt>
 int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
   using namespace reprosgd;
   TrainerOptions o;
@@ -193,8 +208,22 @@ int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTes
     o.schedule.kind = ScheduleKind::cosine;
     o.schedule.warmup_steps = c.warmup;
   }
+  // With a fault policy other than Abort, checkpoints are written by fit() itself (its checkpoint
+  // stage survives a lost rank); with Abort by the step hook below, in any --format.
+  const bool fit_checkpoints = !std::is_same_v<Fault, Abort>;
+  if (fit_checkpoints) {
+    o.checkpoint_dir = c.checkpoint_dir;
+    o.checkpoint_every = c.checkpoint_every;
+    o.keep_last = c.keep;
+    o.stop_after = c.stop_after;
+  }
+  o.min_ranks = c.min_ranks;
   using Space = typename Par::execution_space;
-  Trainer<Par> trainer(o);
+  Trainer<Par, PhiloxStream, PortableBinaryFormat, Fault> trainer(o);
+  // A job relaunched by scripts/relaunch.sh (REPROSGD_ATTEMPT > 1) does not die again on purpose.
+  const char* attempt = std::getenv("REPROSGD_ATTEMPT");
+  if (!c.inject_failure.empty() && (!attempt || std::atoi(attempt) <= 1))
+    trainer.inject_failures(FailureSchedule::parse(c.inject_failure), world_rank());
   const int rank = trainer.parallelism().rank();
   auto state = trainer.start(model, opt);
   if (!c.quiet && rank == 0)
@@ -206,10 +235,12 @@ int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTes
   std::function<void()> save_now;
   auto setup = [&]<class F>(F) {
     std::shared_ptr<CheckpointManager<F>> dir;
-    if (!c.checkpoint_dir.empty()) {
+    if (!c.checkpoint_dir.empty() && !fit_checkpoints) {
       dir = std::make_shared<CheckpointManager<F>>(c.checkpoint_dir, typename CheckpointManager<F>::Options{.keep_last = c.keep});
       save_now = [&, dir] { trainer.save_checkpoint(*dir, model, opt, state, data.train); };
     }
+    if (c.resume == "auto" && !dir && !c.checkpoint_dir.empty())  // fit() checkpoints: same directory, portable format
+      dir = std::make_shared<CheckpointManager<F>>(c.checkpoint_dir, typename CheckpointManager<F>::Options{.keep_last = c.keep});
     if (c.resume == "auto") {
       if (!dir) throw config_error("train_mlp: --resume auto needs --checkpoint-dir");
       const ResumeResult r = trainer.resume(*dir, model, opt, state, data.train);
@@ -243,24 +274,33 @@ int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTes
     }
     return false;
   }};
-  ProgressReporter progress(c.quiet ? 1 : rank);
+  ProgressReporter progress(rank, c.quiet ? nullptr : stdout);
   JsonLinesWriter metrics(c.metrics, rank);
-  trainer.fit(model, opt, state, data.train, &data.test, progress, metrics, hook);
+  FitResult result;
+  try {
+    result = trainer.fit(model, opt, state, data.train, &data.test, progress, metrics, hook);
+  } catch (const process_failure&) {
+    peer_died = true;
+    throw;
+  }
+  peer_died = !result.failures.empty();
+  progress.finish();
   if (save_now && saved_at != state.step) save_now();
   const std::string fp = fingerprint(model, state.optimizer).hex();
-  if (rank == 0) std::printf("fingerprint %s\n", fp.c_str());
+  // The rank may have changed: when rank 0 was lost, the survivor now ranked 0 prints.
+  if (trainer.parallelism().rank() == 0) std::printf("fingerprint %s\n", fp.c_str());
   return 0;
 }
 
-template <class Par, class Model>
+template <class Par, class Fault, class Model>
 int with_optimizer(const Config& c, Model model, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
   using namespace reprosgd;
-  if (c.optimizer == "sgd") return train<Par>(c, std::move(model), Sgd{{c.lr, c.momentum, c.nesterov, c.weight_decay}}, data);
-  if (c.optimizer == "adam") return train<Par>(c, std::move(model), Adam{{.lr = c.lr, .weight_decay = c.weight_decay}}, data);
-  return train<Par>(c, std::move(model), AdamW{{.lr = c.lr, .weight_decay = c.weight_decay}}, data);
+  if (c.optimizer == "sgd") return train<Par, Fault>(c, std::move(model), Sgd{{c.lr, c.momentum, c.nesterov, c.weight_decay}}, data);
+  if (c.optimizer == "adam") return train<Par, Fault>(c, std::move(model), Adam{{.lr = c.lr, .weight_decay = c.weight_decay}}, data);
+  return train<Par, Fault>(c, std::move(model), AdamW{{.lr = c.lr, .weight_decay = c.weight_decay}}, data);
 }
 
-template <class Par>
+template <class Par, class Fault = reprosgd::Abort>
 int with_policy(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
   using namespace reprosgd;
   const std::vector<int> w = parse_layers(c.layers);
@@ -268,11 +308,37 @@ int with_policy(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& d
                          : c.activation == "sigmoid" ? Activation::sigmoid
                                                      : Activation::relu;
   switch (w.size() - 2) {
-    case 0: return with_optimizer<Par>(c, Sequential<Dense>(Dense{w[0], w[1]}), data);
-    case 1: return with_optimizer<Par>(c, make_mlp<1>(w, act, c.dropout), data);
-    case 2: return with_optimizer<Par>(c, make_mlp<2>(w, act, c.dropout), data);
-    default: return with_optimizer<Par>(c, make_mlp<3>(w, act, c.dropout), data);
+    case 0: return with_optimizer<Par, Fault>(c, Sequential<Dense>(Dense{w[0], w[1]}), data);
+    case 1: return with_optimizer<Par, Fault>(c, make_mlp<1>(w, act, c.dropout), data);
+    case 2: return with_optimizer<Par, Fault>(c, make_mlp<2>(w, act, c.dropout), data);
+    default: return with_optimizer<Par, Fault>(c, make_mlp<3>(w, act, c.dropout), data);
   }
+}
+
+// --fault-tolerance shrink|restart: UlfmDataParallel with the Exact reduction (a shrink changes P,
+// which only Exact makes invisible in the bits) on the default host backend (instantiated once to
+// keep the build time down).
+int with_fault_tolerance(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
+  using namespace reprosgd;
+  if (c.reduction != "exact")
+    throw config_error("train_mlp: --fault-tolerance " + c.fault_tolerance +
+                       " needs --reduction exact (after a shrink the rank count changes, and only exact keeps the bits)");
+  if (c.format != "portable")
+    throw config_error("train_mlp: --fault-tolerance " + c.fault_tolerance + " writes checkpoints in --format portable");
+  if (c.backend != "default" && c.backend != Kokkos::DefaultHostExecutionSpace::name() &&
+      !(c.backend == "openmp" && std::string(Kokkos::DefaultHostExecutionSpace::name()) == "OpenMP") &&
+      !(c.backend == "threads" && std::string(Kokkos::DefaultHostExecutionSpace::name()) == "Threads"))
+    throw config_error("train_mlp: --fault-tolerance " + c.fault_tolerance + " runs on the default backend (" +
+                       Kokkos::DefaultHostExecutionSpace::name() + "), not --backend " + c.backend);
+#if REPROSGD_HAS_ULFM
+  using Par = UlfmDataParallel<Kokkos::DefaultHostExecutionSpace, Exact>;
+  if (c.fault_tolerance == "shrink") return with_policy<Par, ShrinkAndContinue>(c, data);
+  return with_policy<Par, RestartFromCheckpoint>(c, data);
+#else
+  throw config_error("train_mlp: --fault-tolerance " + c.fault_tolerance +
+                     " needs an MPI with ULFM (MPIX_Comm_shrink in <mpi-ext.h>, e.g. Open MPI 5 run with mpiexec "
+                     "--with-ft ulfm); this build has none: use --fault-tolerance abort");
+#endif
 }
 
 template <class Space>
@@ -284,7 +350,9 @@ int with_space(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& da
 int run(const Config& c) {
   using namespace reprosgd;
   check_fp_environment();
+  if (!c.inject_failure.empty()) (void)FailureSchedule::parse(c.inject_failure);  // a typo fails before any work
   const auto data = load_data(c, !c.quiet && world_rank() == 0);
+  if (c.fault_tolerance != "abort") return with_fault_tolerance(c, data);
   if (c.backend == "serial") return with_space<Kokkos::Serial>(c, data);
 #if defined(KOKKOS_ENABLE_OPENMP)
   if (c.backend == "openmp" || c.backend == "default") return with_space<Kokkos::OpenMP>(c, data);
@@ -336,6 +404,15 @@ int main(int argc, char** argv) {
   app.add_option("--stop-after", c.stop_after, "stop cleanly after this step, as if interrupted");
   app.add_option("--reduction", c.reduction, "exact (rank-independent) | native (float MPI_Allreduce)")
       ->check(CLI::IsMember({"exact", "native"}));
+  app.add_option("--fault-tolerance", c.fault_tolerance,
+                 "what a lost rank does: abort (end the job) | shrink (ULFM: continue on the survivors, same bits) | "
+                 "restart (exit 75 for scripts/relaunch.sh, which resumes from the newest checkpoint)")
+      ->check(CLI::IsMember({"abort", "shrink", "restart"}));
+  app.add_option("--inject-failure", c.inject_failure,
+                 "kill ranks on purpose: RANK@STEP[:step|allreduce|checkpoint][,...] (MPI_COMM_WORLD ranks; "
+                 "ignored when relaunched, REPROSGD_ATTEMPT > 1)");
+  app.add_option("--min-ranks", c.min_ranks, "shrink: end with an error (and a checkpoint) below this many ranks")
+      ->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -351,6 +428,9 @@ int main(int argc, char** argv) {
   reprosgd::detail::initialize(c.threads, world_rank() != 0);
   try {
     rc = run(c);
+  } catch (const reprosgd::restart_required& e) {
+    std::fprintf(stderr, "train_mlp: %s\n", e.what());
+    rc = e.exit_code();
   } catch (const reprosgd::error& e) {
     std::fprintf(stderr, "train_mlp: error: %s\n", without_prefix(e.what()));
     rc = exit_code(e);
@@ -359,5 +439,10 @@ int main(int argc, char** argv) {
     rc = 1;
   }
   Kokkos::finalize();
+  if (peer_died) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(rc);
+  }
   return rc;
 }

@@ -7,7 +7,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 out=$(OMP_PROC_BIND=false "$exe" --data synthetic --synthetic-train 256 --synthetic-test 64 --layers 784,16,10 \
       --batch 32 --micro-batch 8 --epochs 2 --metrics "$tmp/m.jsonl") || exit 1
 printf '%s\n' "$out" | tail -n 1 | grep -q '^fingerprint [0-9a-f]\{32\}$' || { echo "last line: $(printf '%s\n' "$out" | tail -n 1)"; exit 1; }
-steps=$(grep -c '^{"event":"step","step":[0-9]*,"epoch":[0-9]*,"loss":[0-9.e+-]*,"accuracy":[0-9.e+-]*,"lr":[0-9.e+-]*}$' "$tmp/m.jsonl")
+steps=$(grep -c '^{"event":"step","step":[0-9]*,"epoch":[0-9]*,"loss":[0-9.e+-]*,"accuracy":[0-9.e+-]*,"lr":[0-9.e+-]*,"wall_time":[0-9]*\.[0-9]\{6\}}$' "$tmp/m.jsonl")
 epochs=$(grep -c '^{"event":"epoch",.*"test_accuracy":[0-9.e+-]*,"seconds":[0-9.e+-]*}$' "$tmp/m.jsonl")
 total=$(wc -l <"$tmp/m.jsonl")
 echo "step lines: $steps (want 16), epoch lines: $epochs (want 2), total lines: $total (want 18)"

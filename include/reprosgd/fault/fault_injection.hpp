@@ -11,6 +11,7 @@
 #include <reprosgd/error.hpp>
 
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -113,7 +114,7 @@ class FailureSchedule {
    */
   void maybe_fail(int rank, std::uint64_t step, FailurePoint point) const noexcept {
     if (!scheduled(rank, step, point)) return;
-    char line[160];
+    char line[200];
     std::size_t n = 0;
     auto put = [&](const char* s) {
       while (*s && n < sizeof line - 1) line[n++] = *s++;
@@ -133,6 +134,17 @@ class FailureSchedule {
     put_number(step);
     put(", point ");
     put(to_string(point));
+    // The wall-clock time of death, for recovery-time measurements (bench/recovery_bench.sh).
+    timespec now{};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    put(", wall time ");
+    put_number(static_cast<std::uint64_t>(now.tv_sec));
+    put(".");
+    char micro[7];
+    std::uint64_t us = static_cast<std::uint64_t>(now.tv_nsec) / 1000;
+    for (int d = 5; d >= 0; --d, us /= 10) micro[d] = static_cast<char>('0' + us % 10);
+    micro[6] = '\0';
+    put(micro);
     line[n++] = '\n';
     [[maybe_unused]] const ssize_t written = ::write(2, line, n);
     ::kill(::getpid(), SIGKILL);

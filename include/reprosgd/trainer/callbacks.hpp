@@ -6,6 +6,7 @@
 #include <reprosgd/trainer/metrics.hpp>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -40,6 +41,11 @@ inline std::string json_number(double v) {
   return buf;
 }
 
+/// Seconds since the Unix epoch (informational: timestamps in metrics, never in numerics).
+inline double wall_time() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 /// "2,3" for {2, 3}.
 inline std::string rank_list(const std::vector<int>& ranks) {
   std::string s;
@@ -59,8 +65,9 @@ inline std::string rank_list(const std::vector<int>& ranks) {
  */
 class ProgressReporter {
  public:
+  /// `out` nullptr: print nothing at all (not even after taking over from a lost rank 0).
   explicit ProgressReporter(int rank = 0, std::FILE* out = stdout)
-      : out_(out), enabled_(rank == 0), tty_(isatty(fileno(out)) != 0) {}
+      : out_(out), enabled_(rank == 0 && out != nullptr), tty_(out != nullptr && isatty(fileno(out)) != 0) {}
 
   bool on_step_end(const StepMetrics& m) {
     if (!enabled_ || !tty_) return false;
@@ -72,11 +79,21 @@ class ProgressReporter {
                  filled, "##############################", width - filled, "",
                  static_cast<unsigned long long>(in_epoch), static_cast<unsigned long long>(m.steps_per_epoch), m.loss);
     std::fflush(out_);
+    bar_shown_ = true;
     return false;
+  }
+  /// End a progress bar still on the line, so that what follows starts a line of its own (call
+  /// after fit(), before printing anything else). A newline, not an erase: stdout may be a pty
+  /// that a launcher copies into a file, where "\r" does not start a line.
+  void finish() {
+    if (!bar_shown_) return;
+    std::fputc('\n', out_);
+    std::fflush(out_);
+    bar_shown_ = false;
   }
   bool on_epoch_end(const EpochMetrics& m) {
     if (!enabled_) return false;
-    if (tty_) std::fprintf(out_, "\r%*s\r", 72, "");
+    finish();
     std::fprintf(out_, "epoch %llu  step %llu  train_loss %.6f  train_acc %.4f", static_cast<unsigned long long>(m.epoch + 1),
                  static_cast<unsigned long long>(m.step), m.train_loss, m.train_accuracy);
     if (m.evaluated) std::fprintf(out_, "  test_loss %.6f  test_acc %.4f", m.test.loss, m.test.accuracy);
@@ -84,12 +101,10 @@ class ProgressReporter {
     std::fflush(out_);
     return false;
   }
-
- private:
   void on_failure(const FailureEvent& e) {
-    enabled_ = e.new_rank == 0;
+    enabled_ = e.new_rank == 0 && out_ != nullptr;
     if (!enabled_) return;
-    if (tty_) std::fprintf(out_, "\r%*s\r", 72, "");
+    finish();
     std::fprintf(out_,
                  "failure: lost rank %s at step %llu; %d -> %d ranks; communicator repaired in %.3f s, first step "
                  "after it done %.3f s after the failure was detected\n",
@@ -102,6 +117,7 @@ class ProgressReporter {
   std::FILE* out_;
   bool enabled_;
   bool tty_;
+  bool bar_shown_ = false;  // a bar is drawn on the current line
 };
 
 /**
@@ -123,10 +139,12 @@ class JsonLinesWriter {
 
   bool on_step_end(const StepMetrics& m) {
     if (f_)
-      std::fprintf(f_, "{\"event\":\"step\",\"step\":%llu,\"epoch\":%llu,\"loss\":%s,\"accuracy\":%s,\"lr\":%s}\n",
+      std::fprintf(f_,
+                   "{\"event\":\"step\",\"step\":%llu,\"epoch\":%llu,\"loss\":%s,\"accuracy\":%s,\"lr\":%s,"
+                   "\"wall_time\":%.6f}\n",
                    static_cast<unsigned long long>(m.step), static_cast<unsigned long long>(m.epoch),
                    detail::json_number(m.loss).c_str(), detail::json_number(m.accuracy).c_str(),
-                   detail::json_number(m.lr).c_str());
+                   detail::json_number(m.lr).c_str(), detail::wall_time());
     if (f_) std::fflush(f_);
     return false;
   }
@@ -165,5 +183,6 @@ class JsonLinesWriter {
 };
 
 static_assert(Callback<ProgressReporter> && Callback<JsonLinesWriter>);
+static_assert(FailureCallback<ProgressReporter> && FailureCallback<JsonLinesWriter>);
 
 REPROSGD_END_NAMESPACE
