@@ -106,8 +106,11 @@ inline void store(float* p, vfloat v) { std::memcpy(p, &v, sizeof(v)); }
 /// step p reads A(r, p) = ap[r*ars + p*acs] and the packed B micro-panel row bp[p*nr + 0:nr].
 /// Packed A micro-panels have ars = 1, acs = mr (compile-time when Packed, so the compiler can
 /// use constant offsets); A read in place has its own strides.
+// Never inlined: inlined into a large caller (the Kokkos functor, with the packing loops) GCC 12
+// spilled 8 of the 12 accumulators to the stack in the inner loop and the GEMM ran at half speed
+// (40 against 77 GFLOP/s on 128x512x784); on its own it keeps all of them in registers.
 template <bool Packed>
-inline void micro_kernel(int kc, const float* __restrict ap, std::ptrdiff_t ars, std::ptrdiff_t acs,
+__attribute__((noinline)) void micro_kernel(int kc, const float* __restrict ap, std::ptrdiff_t ars, std::ptrdiff_t acs,
                          const float* __restrict bp, float* __restrict c, std::ptrdiff_t ldc, bool first,
                          const float* __restrict bias = nullptr) {
   if constexpr (Packed) {
