@@ -8,8 +8,8 @@
 #     for RestartFromCheckpoint (the job exits 75, scripts/relaunch.sh starts it on 3 ranks, it
 #     resumes from the newest checkpoint: process start, MPI and Kokkos start-up, data loading,
 #     checkpoint load). Measured in the same run, alternating, median of --repeats.
-#  2. failure-free overhead of ShrinkAndContinue (UlfmDataParallel's agreement after every
-#     collective and before every update) against Abort (plain DataParallel): median step time
+#  2. failure-free overhead of ShrinkAndContinue (the agreement before every update and the stop
+#     vote, under --with-ft ulfm) against Abort (plain DataParallel): median step time
 #     from the metrics' wall times, steps 5 .. S-1, alternating, median over --repeats runs.
 #
 # usage: bench/recovery_bench.sh [--repeats N] [--steps S] [--kill-step K] [--smoke]
@@ -75,15 +75,20 @@ echo "{\"bench\":\"recovery\",\"policy\":\"shrink\",\"seconds\":$shrink,\"sample
 echo "{\"bench\":\"recovery\",\"policy\":\"restart\",\"seconds\":$restart,\"samples\":[$(IFS=,; echo "${restart_times[*]}")],$context}"
 awk -v s="$shrink" -v r="$restart" 'BEGIN { printf "{\"bench\":\"recovery\",\"restart_over_shrink\":%.2f}\n", r / s }'
 
-abort_steps=() shrink_steps=()
+# Abort under the plain launcher, Abort under --with-ft ulfm (the runtime's own failure detector),
+# ShrinkAndContinue under --with-ft ulfm: the policy's own cost is shrink vs abort_ulfm.
+abort_steps=() abort_ulfm_steps=() shrink_steps=()
 for ((r = 0; r < repeats; ++r)); do
   "$mpiexec" --oversubscribe -n 4 "$exe" "${args[@]}" --fault-tolerance abort --metrics "$work/abort.jsonl" >/dev/null 2>&1
   abort_steps+=("$(step_time "$work/abort.jsonl")")
+  "${launch[@]}" -n 4 "$exe" "${args[@]}" --fault-tolerance abort --metrics "$work/abort_ulfm.jsonl" >/dev/null 2>&1
+  abort_ulfm_steps+=("$(step_time "$work/abort_ulfm.jsonl")")
   "${launch[@]}" -n 4 "$exe" "${args[@]}" --fault-tolerance shrink --metrics "$work/ft.jsonl" >/dev/null 2>&1
   shrink_steps+=("$(step_time "$work/ft.jsonl")")
 done
 a=$(printf '%s\n' "${abort_steps[@]}" | median)
+u=$(printf '%s\n' "${abort_ulfm_steps[@]}" | median)
 s=$(printf '%s\n' "${shrink_steps[@]}" | median)
-awk -v a="$a" -v s="$s" -v ctx="$context" 'BEGIN {
-  printf "{\"bench\":\"failure_free_overhead\",\"abort_samples_per_s\":%.1f,\"shrink_samples_per_s\":%.1f,\"shrink_over_abort\":%.4f,%s}\n",
-         128 / a, 128 / s, a / s, ctx }'
+awk -v a="$a" -v u="$u" -v s="$s" -v ctx="$context" 'BEGIN {
+  printf "{\"bench\":\"failure_free_overhead\",\"abort_samples_per_s\":%.1f,\"abort_ulfm_samples_per_s\":%.1f,\"shrink_samples_per_s\":%.1f,\"shrink_over_abort_ulfm\":%.4f,\"shrink_over_abort\":%.4f,%s}\n",
+         128 / a, 128 / u, 128 / s, u / s, a / s, ctx }'

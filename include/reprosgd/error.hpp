@@ -100,15 +100,24 @@ class comm_error : public error {
   explicit comm_error(const std::string& what) : error(errc::communication_error, what) {}
 };
 
-/// One or more peer processes died. Thrown on every survivor together, after revoke and agree.
+/**
+ * One or more peer processes died (or gave up on the communicator). `agreed()` tells where it was
+ * thrown: true from an agreement (MPIX_Comm_agree), which throws on every survivor together;
+ * false from a collective, which may have failed on this rank and succeeded on others — such a
+ * rank must join the agreement the others will reach (UlfmDataParallel::abandon_step) before
+ * recovering, so that all survivors recover from the same point.
+ */
 class process_failure : public error {
  public:
-  process_failure(const std::string& what, std::vector<int> failed_ranks)
-      : error(errc::process_failed, what), failed_ranks_(std::move(failed_ranks)) {}
+  process_failure(const std::string& what, std::vector<int> failed_ranks, bool agreed = true)
+      : error(errc::process_failed, what), failed_ranks_(std::move(failed_ranks)), agreed_(agreed) {}
   [[nodiscard]] const std::vector<int>& failed_ranks() const noexcept { return failed_ranks_; }
+  /// Whether every survivor throws this exception from the same agreement.
+  [[nodiscard]] bool agreed() const noexcept { return agreed_; }
 
  private:
   std::vector<int> failed_ranks_;
+  bool agreed_;
 };
 
 /**

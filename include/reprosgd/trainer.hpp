@@ -355,7 +355,7 @@ class Trainer {
                                      detail::number_text(sm.loss) + " (training diverged; lower the learning rate)",
                                  static_cast<long long>(step));
           // Apply the step only once every rank completed it: either every survivor applies it or none does.
-          if constexpr (RecoverableParallelism<Par>) (void)par_.step_completed_everywhere(true);
+          if constexpr (RecoverableParallelism<Par>) (void)par_.step_completed_everywhere(true);  // throws if not
           opt.step(space, state.optimizer, model.parameters(), grad_sum_, sm.lr);
           space.fence();
           ++state.step;
@@ -390,6 +390,8 @@ class Trainer {
             if (test && options_.evaluate_each_epoch) {
               em.evaluated = true;
               em.test = evaluate(model, *test);
+              // Close the evaluation's collectives with an agreement before any callback runs.
+              if constexpr (RecoverableParallelism<Par>) (void)par_.agree(true);
             }
             em.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
             ((stop = call_epoch(callbacks, em) || stop), ...);
@@ -417,6 +419,10 @@ class Trainer {
           break;
         }
       } catch (const process_failure& failure) {
+        // A collective failed here (it may have succeeded elsewhere): take part in the agreement
+        // the others reach next, so that all survivors leave the same stage together.
+        if constexpr (Fault::on_process_failure != FailureAction::abort && RecoverableParallelism<Par>)
+          if (!failure.agreed()) par_.abandon_step();
         if constexpr (Fault::on_process_failure == FailureAction::abort) {
           throw;
         } else if constexpr (Fault::on_process_failure == FailureAction::restart_from_checkpoint) {

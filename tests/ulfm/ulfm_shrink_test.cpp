@@ -135,6 +135,8 @@ int main(int argc, char** argv) {
         completed = it + 1;
         ++it;
       } catch (const reprosgd::process_failure& e) {
+        // A failed collective is local; the iteration's closing agreement makes it uniform.
+        if (!e.agreed()) par.abandon_step();
         const double t_caught = MPI_Wtime();
         detect_ms.push_back(1e3 * (t_caught - t_start));
         failed_iterations.push_back(it);

@@ -57,11 +57,14 @@ concept FaultPolicy = requires {
  * - step_completed_everywhere(ok): logical AND over the live ranks; throws process_failure on
  *   every survivor if a rank died.
  * - agree_min(v): the smallest v over the live ranks.
+ * - abandon_step(): in a handler of a process_failure that is not agreed(), join the agreement
+ *   the other survivors reach next, voting "failed".
  * - recover(): continue on the survivors; rank(), size(), micro_batch_range() change.
  */
 template <class P>
 concept RecoverableParallelism = Parallelism<P> && requires(P& p, const P& cp, bool flag, std::uint64_t v) {
   { cp.step_completed_everywhere(flag) } -> std::same_as<bool>;
+  cp.abandon_step();
   { cp.agree_min(v) } -> std::same_as<std::uint64_t>;
   { p.recover() } -> std::same_as<RecoveryReport>;
 };

@@ -65,16 +65,16 @@ inline std::vector<int> known_failed_ranks(MPI_Comm comm) {
 }
 
 /**
- * The end of a collective under ULFM: revoke if the outcome is bad, then throw the same exception
- * on every survivor. `rc` must be the return code of an operation whose code is the same on all
- * survivors (MPIX_Comm_agree's is: "consistently raised at all MPI processes").
+ * Revoke `comm` and throw: process_failure (agreed as given) when `rc` reports a dead process or a
+ * revoked communicator, comm_error for any other error.
  */
-inline void ulfm_raise(MPI_Comm comm, int rc, bool process_failed, const char* who, const char* call) {
+[[noreturn]] inline void ulfm_raise(MPI_Comm comm, int rc, bool agreed, const char* who, const char* call) {
   // Revoke first: a rank still blocked in another operation on comm (or about to start one)
   // returns MPIX_ERR_REVOKED instead of waiting for a peer that will never answer.
   MPIX_Comm_revoke(comm);
-  std::string what = std::string(who) + ": " + call;
-  if (process_failed) {
+  const std::string what = std::string(who) + ": " + call;
+  const int cls = mpi_error_class(rc);
+  if (is_process_failure(rc) || cls == MPIX_ERR_REVOKED || agreed) {
     std::vector<int> failed = known_failed_ranks(comm);
     std::string list;
     for (int r : failed) {
@@ -84,10 +84,9 @@ inline void ulfm_raise(MPI_Comm comm, int rc, bool process_failed, const char* w
     throw process_failure(what + ": a process of the communicator failed (" + mpi_error_string(rc) +
                               "); ranks known failed here: " + (list.empty() ? "none yet" : list) +
                               "; the communicator is revoked, call recover()",
-                          std::move(failed));
+                          std::move(failed), agreed);
   }
-  throw comm_error(what + " failed on at least one rank (" + mpi_error_string(rc) +
-                   "); the communicator is revoked");
+  throw comm_error(what + " failed (" + mpi_error_string(rc) + "); the communicator is revoked");
 }
 
 }  // namespace detail
@@ -98,11 +97,15 @@ inline void ulfm_raise(MPI_Comm comm, int rc, bool process_failed, const char* w
  * plus recovery by shrinking the communicator to the survivors.
  *
  * **Failure semantics.** A collective can succeed on some ranks and fail on others (a rank that
- * received every contribution it needed before the peer died completes). So every collective is
- * followed by MPIX_Comm_agree on "my call succeeded": the agreement ignores dead processes and
- * raises MPIX_ERR_PROC_FAILED *consistently on all survivors*. On a failure each survivor revokes
- * the communicator and throws reprosgd::process_failure — every survivor in the same collective
- * call. Any other MPI error (a bug, not a death) throws comm_error the same way.
+ * received every contribution it needed before the peer died completes). So a collective's failure
+ * is local: the rank that sees it revokes the communicator (every other rank's next operation on
+ * it then fails too) and throws process_failure with agreed() == false. What makes the outcome
+ * uniform is the agreement that closes each step (step_completed_everywhere, agree): an
+ * MPIX_Comm_agree, which ignores dead processes and succeeds or fails *on all survivors alike*.
+ * A rank whose collective failed takes part in that same agreement from its handler
+ * (abandon_step(), voting "failed"), so every survivor leaves that agreement with process_failure
+ * (agreed() == true) and recovers from the same point. Any other MPI error (a bug, not a death)
+ * throws comm_error.
  *
  * After process_failure, call recover() on every survivor: it shrinks the communicator; rank(),
  * size() and micro_batch_range() then describe the survivors, so the micro-batches re-map
@@ -113,16 +116,17 @@ inline void ulfm_raise(MPI_Comm comm, int rc, bool process_failed, const char* w
  * for (;;) {
  *   try {
  *     compute micro-batch gradients; red.reduce(par, ...);     // may throw process_failure
- *     if (!par.step_completed_everywhere(local_ok)) throw ...;  // agreed, before the update
- *     apply the update; last_completed = step; break;
- *   } catch (const reprosgd::process_failure&) {
- *     par.recover();
- *     step = par.agree_min(last_completed) + 1;                 // roll back, re-map, redo
+ *     par.step_completed_everywhere(true);                      // the agreement, before the update
+ *     apply the update; ++step; break;
+ *   } catch (const reprosgd::process_failure& e) {
+ *     if (!e.agreed()) par.abandon_step();                      // join the agreement the others reach
+ *     par.recover();                                            // shrink, re-map, redo the step
  *   }
  * }
  * @endcode
  *
- * Cost: one MPIX_Comm_agree per collective (Exact::reduce makes two collectives per step).
+ * Cost: the agreements the caller makes (the Trainer: one before each update, one for its stop
+ * vote); the collectives themselves are DataParallel's.
  * Needs `mpiexec --with-ft ulfm` at run time: without it Open MPI ends the whole job when a rank
  * dies, before any of this can run.
  *
@@ -155,11 +159,25 @@ class UlfmDataParallel : public DataParallel<ExecSpace, Red> {
   static constexpr const char* name() noexcept { return "ulfm_data_parallel"; }
 
   /**
-   * Logical AND of `flag` over the live ranks, by MPIX_Comm_agree (fault tolerant).
-   * @throws process_failure on every survivor if a rank of the communicator has failed
+   * Logical AND of `flag` over the live ranks, by MPIX_Comm_agree (fault tolerant). A second bit
+   * says "no collective failed here": a rank that calls abandon_step() instead clears it.
+   * @throws process_failure (agreed) on every survivor if a rank of the communicator has failed or
+   *         abandoned the step
    * @collective @deterministic
    */
-  [[nodiscard]] bool agree(bool flag) const { return agree_bits(flag ? 1 : 0, "reprosgd::UlfmDataParallel::agree") != 0; }
+  [[nodiscard]] bool agree(bool flag) const { return checked_agree(flag, "reprosgd::UlfmDataParallel::agree"); }
+
+  /**
+   * Called in a handler of a process_failure whose agreed() is false (a collective failed here):
+   * take part in the agreement that the other survivors reach next — the one closing the step or
+   * stage (agree, step_completed_everywhere) — voting "failed", so that they all throw
+   * process_failure from it. Never throws; afterwards call recover() like everyone else.
+   * @collective (it is the other ranks' next agreement)
+   */
+  void abandon_step() const noexcept {
+    int bits = 0;  // "no collective failed here" cleared
+    (void)MPIX_Comm_agree(this->comm(), &bits);
+  }
 
   /**
    * The agreement before a step's update is applied: true iff every rank passed `local_ok` true.
@@ -171,7 +189,7 @@ class UlfmDataParallel : public DataParallel<ExecSpace, Red> {
    * @collective @deterministic
    */
   [[nodiscard]] bool step_completed_everywhere(bool local_ok) const {
-    return agree_bits(local_ok ? 1 : 0, "reprosgd::UlfmDataParallel::step_completed_everywhere") != 0;
+    return checked_agree(local_ok, "reprosgd::UlfmDataParallel::step_completed_everywhere");
   }
 
   /**
@@ -259,33 +277,31 @@ class UlfmDataParallel : public DataParallel<ExecSpace, Red> {
     return gone;
   }
 
-  std::vector<int> original_ranks_;  ///< original_ranks_[rank] = rank in the communicator given to the constructor
-
-  /// MPIX_Comm_agree of `bits`; any error (uniform across survivors) revokes and throws.
+  /// MPIX_Comm_agree of `bits`; any error (uniform across survivors) revokes and throws (agreed).
   int agree_bits(int bits, const char* who) const {
     const int rc = MPIX_Comm_agree(this->comm(), &bits);
-    if (rc != MPI_SUCCESS) detail::ulfm_raise(this->comm(), rc, detail::is_process_failure(rc), who, "MPIX_Comm_agree");
+    if (rc != MPI_SUCCESS) detail::ulfm_raise(this->comm(), rc, true, who, "MPIX_Comm_agree");
     return bits;
   }
 
+  /// agree() and step_completed_everywhere(): bit 0 the flag, bit 1 "no collective failed here".
+  bool checked_agree(bool flag, const char* who) const {
+    const int bits = agree_bits((flag ? 1 : 0) | 2, who);
+    if ((bits & 2) == 0) detail::ulfm_raise(this->comm(), MPIX_ERR_PROC_FAILED, true, who, "MPIX_Comm_agree");
+    return (bits & 1) != 0;
+  }
+
   /**
-   * Installed into DataParallel: called after every collective with its return code. Agrees on two
-   * bits — bit 0 "my call succeeded", bit 1 "I saw no process failure" — so that the ranks whose
-   * call succeeded learn of a failure elsewhere, and everyone throws the same exception.
+   * Installed into DataParallel: called after every collective with its return code. No agreement
+   * here (that would cost one MPIX_Comm_agree per collective): a failure revokes the communicator
+   * and throws process_failure with agreed() == false on this rank; the step's closing agreement
+   * makes it uniform (see the class comment).
    */
   static void check_collective(MPI_Comm comm, int rc, const char* who, const char* call) {
-    const bool failed_here = rc != MPI_SUCCESS && detail::is_process_failure(rc);
-    // Revoke before agreeing so that no survivor stays blocked in a later operation (and ranks
-    // stuck in this collective's partners return MPIX_ERR_REVOKED).
-    if (rc != MPI_SUCCESS) MPIX_Comm_revoke(comm);
-    int flag = (rc == MPI_SUCCESS ? 1 : 0) | (failed_here ? 0 : 2);
-    const int arc = MPIX_Comm_agree(comm, &flag);
-    if (arc == MPI_SUCCESS && flag == 3) return;
-    const bool process_failed = detail::is_process_failure(arc) || (flag & 2) == 0;
-    // Report the collective's own error where this rank has one, else the agreement's.
-    detail::ulfm_raise(comm, rc != MPI_SUCCESS ? rc : (arc != MPI_SUCCESS ? arc : MPIX_ERR_PROC_FAILED),
-                       process_failed, who, call);
+    if (rc != MPI_SUCCESS) detail::ulfm_raise(comm, rc, false, who, call);
   }
+
+  std::vector<int> original_ranks_;  ///< original_ranks_[rank] = rank in the communicator given to the constructor
 };
 
 static_assert(Parallelism<UlfmDataParallel<>>);
