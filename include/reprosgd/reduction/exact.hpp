@@ -200,6 +200,7 @@ class Exact {
   static constexpr bool rank_independent = true;
   static constexpr long block_size = detail::exact::block_size;
 
+
   /// Sum `rows` (this rank's micro-batch gradients, one per row) over all ranks into `sum`.
   template <class Par, class Rows, class Sum>
   ReductionResult reduce(Par& par, const Rows& rows, long total_micro_batches, const Sum& sum) {
@@ -367,6 +368,26 @@ class Exact {
    * Returns whether no sum overflowed a float (agreed).
    */
   /**
+   * MPI_Allgatherv of the ranks' runs of floats (counts and displacements in elements from `sums`),
+   * in place. With `last`, the AND of every rank's `ok` is agreed at the same time (a non-blocking
+   * MPI_Iallreduce started before the gather and completed after it, so it costs no extra round
+   * trip); returns it (true without `last`).
+   */
+  template <class Par>
+  static bool gather_floats(Par& par, float* sums, std::vector<int>& counts, std::vector<int>& displs, bool last, bool ok) {
+    int in = ok ? 1 : 0, out = 1;
+    MPI_Request agreement = MPI_REQUEST_NULL;
+    if (last)
+      detail::mpi_check(MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_LAND, par.comm(), &agreement),
+                        "reprosgd::Exact::reduce: MPI_Iallreduce(MPI_LAND)");
+    detail::mpi_check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, sums, counts.data(), displs.data(), MPI_FLOAT,
+                                     par.comm()),
+                      "reprosgd::Exact::reduce: MPI_Allgatherv(MPI_FLOAT)");
+    if (last) detail::mpi_check(MPI_Wait(&agreement, MPI_STATUS_IGNORE), "reprosgd::Exact::reduce: MPI_Wait");
+    return out != 0;
+  }
+
+  /**
    * Steps 3-5 for DataParallel on host memory when no rank holds more than 2 rows. The blocks are
    * cut into P runs of whole blocks, run q for rank q. Every rank sends each other rank q its rows'
    * floats of run q (point-to-point, all at once), then quantises and adds, as integers, its own
@@ -386,6 +407,7 @@ class Exact {
     const float* const rows = kern.rows.data();
     const long row_stride = static_cast<long>(kern.rows.stride(0));
     long overflowed = 0;
+    bool finite = true;
     std::vector<MPI_Request> requests;
     std::vector<int> counts(static_cast<std::size_t>(p)), displs(static_cast<std::size_t>(p));
     for (long s0 = 0; s0 < nblocks; s0 += segment_blocks) {
@@ -428,11 +450,9 @@ class Exact {
         counts[static_cast<std::size_t>(q)] = count(q);
         displs[static_cast<std::size_t>(q)] = static_cast<int>(elem(first(q)) - elem(s0));
       }
-      detail::mpi_check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, kern.sum.data() + elem(s0), counts.data(),
-                                       displs.data(), MPI_FLOAT, par.comm()),
-                        "reprosgd::Exact::reduce: MPI_Allgatherv(MPI_FLOAT)");
+      finite = gather_floats(par, kern.sum.data() + elem(s0), counts, displs, s1 == nblocks, overflowed == 0);
     }
-    return par.agree(overflowed == 0);
+    return finite;
   }
 
   template <class Par, class Ws, class Kern>
@@ -446,6 +466,7 @@ class Exact {
     ws.ensure_acc(n);
     std::int64_t* const acc = ws.acc.data();
     long overflowed = 0;
+    bool finite = true;
     for (long s0 = 0; s0 < nblocks; s0 += segment_blocks) {
       const long s1 = s0 + segment_blocks < nblocks ? s0 + segment_blocks : nblocks;
       // Run q: blocks [first(q), first(q+1)) of the segment.
@@ -473,11 +494,9 @@ class Exact {
         counts[static_cast<std::size_t>(q)] = count(q);
         displs[static_cast<std::size_t>(q)] = static_cast<int>(elem(first(q)) - elem(s0));
       }
-      detail::mpi_check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, kern.sum.data() + elem(s0), counts.data(),
-                                       displs.data(), MPI_FLOAT, par.comm()),
-                        "reprosgd::Exact::reduce: MPI_Allgatherv(MPI_FLOAT)");
+      finite = gather_floats(par, kern.sum.data() + elem(s0), counts, displs, s1 == nblocks, overflowed == 0);
     }
-    return par.agree(overflowed == 0);
+    return finite;
   }
 #endif
 
