@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file BuddyStore: the ring of shard copies, and recovery for every set of lost members.
+#include <doctest/doctest.h>
+
+#include <reprosgd/fault/buddy_store.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace {
+int world_size() {
+  int p = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &p);
+  return p;
+}
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+/// Member `id`'s shard: 37*id + 5 bytes of an id-dependent pattern (sizes differ between members).
+std::vector<std::byte> shard_of(int id) {
+  std::vector<std::byte> s(static_cast<std::size_t>(37 * id + 5));
+  for (std::size_t i = 0; i < s.size(); ++i) s[i] = static_cast<std::byte>((i * 131 + static_cast<std::size_t>(id) * 17 + 1) & 0xFF);
+  return s;
+}
+bool equal(std::span<const std::byte> a, const std::vector<std::byte>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+}  // namespace
+
+TEST_SUITE("fault/buddy_store") {
+  TEST_CASE("refresh keeps my shard and my left neighbour's") {
+    const int p = world_size(), r = world_rank();
+    reprosgd::BuddyStore store;
+    CHECK_FALSE(store.has_snapshot());
+    const auto mine = shard_of(r);
+    store.refresh(MPI_COMM_WORLD, mine, 40);
+    CHECK(store.has_snapshot());
+    CHECK(store.step() == 40);
+    CHECK(store.id() == r);
+    CHECK(store.buddy_id() == (r - 1 + p) % p);
+    CHECK(equal(store.own_copy(), mine));
+    CHECK(equal(store.buddy_copy(), shard_of((r - 1 + p) % p)));
+  }
+
+  TEST_CASE("every set of lost members: all shards rebuilt unless a member and its holder are both lost") {
+    const int p = world_size(), r = world_rank();
+    reprosgd::BuddyStore store;
+    store.refresh(MPI_COMM_WORLD, shard_of(r), 7);
+    for (unsigned lost = 0; lost + 1 < (1u << p); ++lost) {  // every subset but "all lost"
+      CAPTURE(lost);
+      const bool alive = (lost & (1u << r)) == 0;
+      MPI_Comm survivors = MPI_COMM_NULL;
+      MPI_Comm_split(MPI_COMM_WORLD, alive ? 0 : MPI_UNDEFINED, r, &survivors);
+      if (!alive) continue;  // a lost member takes no part (as if dead)
+      const reprosgd::BuddyRecovery rec = store.recover(survivors);
+      MPI_Comm_free(&survivors);
+      std::vector<int> expected_missing;
+      for (int id = 0; id < p; ++id)
+        if ((lost & (1u << id)) && (lost & (1u << ((id + 1) % p)))) expected_missing.push_back(id);
+      CHECK(rec.step == 7);
+      CHECK(rec.missing == expected_missing);
+      CHECK(rec.complete() == expected_missing.empty());
+      REQUIRE(rec.shards.size() == static_cast<std::size_t>(p));
+      for (int id = 0; id < p; ++id) {
+        const bool gone = std::find(expected_missing.begin(), expected_missing.end(), id) != expected_missing.end();
+        CHECK(rec.shards[static_cast<std::size_t>(id)] == (gone ? std::vector<std::byte>{} : shard_of(id)));
+      }
+    }
+  }
+
+  TEST_CASE("members that snapshot different steps all throw") {
+    if (world_size() < 2) return;
+    reprosgd::BuddyStore store;
+    const std::uint64_t step = world_rank() == 0 ? 3 : 4;
+    CHECK_THROWS_WITH_AS(store.refresh(MPI_COMM_WORLD, shard_of(world_rank()), step),
+                         ("reprosgd::BuddyStore::refresh: the members snapshot different steps (this one " +
+                          std::to_string(step) + ")")
+                             .c_str(),
+                         reprosgd::config_error);
+  }
+
+  TEST_CASE("recover without a snapshot is refused on every survivor") {
+    reprosgd::BuddyStore store;
+    CHECK_THROWS_WITH_AS((void)store.recover(MPI_COMM_WORLD),
+                         "reprosgd::BuddyStore::recover: a survivor has no snapshot (call refresh() first)",
+                         reprosgd::config_error);
+  }
+}
