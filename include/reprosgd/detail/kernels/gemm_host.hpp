@@ -420,10 +420,23 @@ inline void compute_tile(const Plan& pl, int t, const Operand& a, const Operand&
       pack_b(b, pl.n, j, 1, p0, kc, bbuf);
       const float* bp = bbuf;
       const float* bias_j = last && bias ? bias + j : nullptr;
+      // While the row strips run, prefetch the rows of the next B micro-panel: a row-major B is
+      // read NR floats per row at the row stride, a pattern the hardware prefetcher follows poorly
+      // (without this, packing B was ~6% of a training step, stalled on L3).
+      const bool prefetch_b = b.cs == 1 && sn + 1 < sn1;
+      const int prefetch_rows = ceil_div(kc, sm1 - sm0);
+      const float* next_b = b.data + static_cast<std::ptrdiff_t>(p0) * b.rs + j + nr;
       for (int sm = sm0; sm < sm1; ++sm) {
         const int i = sm * mr;
         const int rows = std::min(mr, pl.m - i);
         float* cp = c + i * ldc + j;
+        if (prefetch_b) {
+          const int q0 = (sm - sm0) * prefetch_rows, q1 = std::min(kc, q0 + prefetch_rows);
+          for (int q = q0; q < q1; ++q) {
+            __builtin_prefetch(next_b + static_cast<std::ptrdiff_t>(q) * b.rs, 0, 3);
+            __builtin_prefetch(next_b + static_cast<std::ptrdiff_t>(q) * b.rs + nr - 1, 0, 3);
+          }
+        }
         if (direct_a && rows == mr) {
           const float* ap = a.data + i * a.rs + p0 * a.cs;
           if (cols == nr)
