@@ -35,8 +35,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 token="reprosgd-ft-$$-$RANDOM"
 
+# FT_MICRO_BATCH: 8 (default) gives 12 micro-batches, 3+ rows per rank (Exact's int64 ring);
+# 16 gives 6, at most 2 rows per rank on 4 and 3 ranks (Exact's exchange of rows).
 args=(--data synthetic --synthetic-train 2000 --synthetic-test 400 --layers 784,48,10 --dropout 0.1
-      --optimizer adam --lr 0.002 --batch 96 --micro-batch 8 --steps 30 --seed 5 --threads 1)
+      --optimizer adam --lr 0.002 --batch 96 --micro-batch "${FT_MICRO_BATCH:-8}" --steps 30 --seed 5 --threads 1)
 fail() { echo "FAIL: $*"; exit 1; }
 
 ref=$("$exe" "${args[@]}" --quiet | tail -n 1)

@@ -4,6 +4,7 @@
 // Run under `mpiexec -n 4 --with-ft ulfm` through run_ulfm_test.sh. Arguments:
 //   --kill SPEC        FailureSchedule over MPI_COMM_WORLD ranks, e.g. "0@3:allreduce,2@6"
 //   --iterations N     reduction loop iterations (default 10)
+//   --micro-batches M  rows per reduction (default 12)
 //   --run-id TOKEN     ignored here; lets the wrapper find leftover processes of this run
 // Not doctest: a rank that dies mid-test and doctest's end-of-run collective on MPI_COMM_WORLD
 // do not mix. Each survivor prints one line, "ULFM-PASS ..." or "ULFM-FAIL ...", and exits 0 or 1.
@@ -33,31 +34,13 @@ using Host = Kokkos::DefaultHostExecutionSpace;
 using HostRows = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace>;
 using HostSum = Kokkos::View<float*, Kokkos::HostSpace>;
 
-constexpr long micro_batches = 12;
 constexpr long n_elements = 3 * 256 + 7;
 constexpr std::uint64_t seed = 20240917;
 
-/// UlfmDataParallel whose gradient all-reduce calls the fault injector first: a rank scheduled
-/// at (step, allreduce) dies after the block-exponent MAX all-reduce and before the int64 SUM,
-/// i.e. in the middle of Exact::reduce, while the others wait for it in MPI_Allreduce.
-class InjectingPar : public reprosgd::UlfmDataParallel<Host> {
- public:
-  InjectingPar(const reprosgd::FailureSchedule& schedule, int world_rank)
-      : schedule_(&schedule), world_rank_(world_rank) {}
-  static constexpr const char* name() noexcept { return "injecting_ulfm"; }
-  void set_iteration(std::uint64_t it) noexcept { iteration_ = it; }
-  template <class View>
-    requires reprosgd::detail::HostVectorOf<View, std::int64_t>
-  void allreduce_sum(const View& values) const {
-    schedule_->maybe_fail(world_rank_, iteration_, reprosgd::FailurePoint::allreduce);
-    UlfmDataParallel::allreduce_sum(values);
-  }
-
- private:
-  const reprosgd::FailureSchedule* schedule_;
-  int world_rank_;
-  std::uint64_t iteration_ = 0;
-};
+/// The policy under test, with the library's own fault injection: a rank scheduled at
+/// (iteration, allreduce) dies inside Exact::reduce — after the block-exponent MAX all-reduce and
+/// before the exchange of the sums — while the others wait for it.
+using InjectingPar = reprosgd::UlfmDataParallel<Host>;
 
 static_assert(reprosgd::Parallelism<InjectingPar>);
 static_assert(reprosgd::RecoverableParallelism<InjectingPar>);
@@ -94,9 +77,13 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   std::string spec;
   std::uint64_t iterations = 10;
+  // 12 micro-batches give 3+ rows per rank on <= 4 ranks (Exact's int64 ring); 6 give at most 2
+  // on 4 and 3 ranks (Exact's exchange of rows).
+  long micro_batches = 12;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--kill") == 0) spec = argv[i + 1];
     else if (std::strcmp(argv[i], "--iterations") == 0) iterations = std::stoull(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--micro-batches") == 0) micro_batches = std::stol(argv[i + 1]);
   }
   const reprosgd::FailureSchedule schedule = reprosgd::FailureSchedule::parse(spec);
   std::set<int> doomed;
@@ -108,7 +95,8 @@ int main(int argc, char** argv) {
   int final_size = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
-    InjectingPar par(schedule, world_rank);
+    InjectingPar par;
+    par.inject_failures(&schedule, world_rank);
     reprosgd::Exact red;
     reprosgd::Exact reference_red;
     reprosgd::Serial<Host> serial;
@@ -119,7 +107,7 @@ int main(int argc, char** argv) {
       const double t_start = MPI_Wtime();
       try {
         schedule.maybe_fail(world_rank, it, reprosgd::FailurePoint::step);
-        par.set_iteration(it);
+        par.set_failure_step(it);
         const HostRows all = reprosgd_test::make_rows(seed + it, micro_batches, n_elements);
         const reprosgd::MicroBatchRange mine = par.micro_batch_range(micro_batches);
         auto rows = reprosgd_test::copy_rows<Kokkos::HostSpace>(all, mine.begin, mine.end);

@@ -166,8 +166,7 @@ class DataParallel {
   template <class View>
     requires detail::HostVectorOf<View, std::int64_t>
   void allreduce_sum(const View& values) const {
-    if (injection_.schedule)
-      injection_.schedule->maybe_fail(injection_.identity, injection_.step, FailurePoint::allreduce);
+    maybe_fail(FailurePoint::allreduce);
     allreduce_in_place(values, MPI_SUM, "reprosgd::DataParallel::allreduce_sum");
   }
 
@@ -184,6 +183,17 @@ class DataParallel {
   }
   /// The step the next collectives belong to, for inject_failures(). Not collective.
   void set_failure_step(std::uint64_t step) noexcept { injection_.step = step; }
+
+  /**
+   * For code that calls MPI on comm() itself (the Exact reduction's point-to-point exchange): hand
+   * every return code to check(), which applies this policy's error semantics — comm_error here,
+   * revoke and process_failure in UlfmDataParallel — and call maybe_fail(point) where the
+   * policy's own collective would (the allreduce fault-injection point). Not collective.
+   */
+  void check(int rc, const char* who, const char* call) const { check_(comm(), rc, who, call); }
+  void maybe_fail(FailurePoint point) const noexcept {
+    if (injection_.schedule) injection_.schedule->maybe_fail(injection_.identity, injection_.step, point);
+  }
 
   /**
    * Gather one value per micro-batch: each rank passes the values of the micro-batches it owns

@@ -4,6 +4,7 @@
 
 #include <reprosgd/concepts/reduction.hpp>
 #include <reprosgd/error.hpp>
+#include <reprosgd/fault/fault_injection.hpp>
 #include <reprosgd/reduction/detail/exact_kernels.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -15,6 +16,7 @@
 #endif
 
 #include <bit>
+#include <concepts>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -23,18 +25,17 @@
 REPROSGD_BEGIN_NAMESPACE
 
 #if REPROSGD_HAS_MPI
-template <class ExecSpace, class Red>
-class DataParallel;
-
 namespace detail {
-/// True for DataParallel itself (not a policy derived from it, such as UlfmDataParallel): its
-/// collectives are plain MPI calls whose failure throws comm_error, so Exact may call MPI on its
-/// communicator directly with the same error semantics. A derived policy (which checks and agrees
-/// on every collective its own way) gets Exact's path through its allreduce_sum instead.
+/// A policy on which Exact may call MPI itself: DataParallel and the policies derived from it
+/// (UlfmDataParallel) expose their communicator, their error semantics (check) and their
+/// fault-injection point (maybe_fail), so Exact's point-to-point exchange behaves on failure
+/// exactly as their own collectives do.
 template <class Par>
-inline constexpr bool is_plain_data_parallel = false;
-template <class E, class R>
-inline constexpr bool is_plain_data_parallel<DataParallel<E, R>> = true;
+concept ChecksOwnMpi = requires(const Par& p) {
+  { p.comm() } -> std::same_as<MPI_Comm>;
+  p.check(0, "", "");
+  p.maybe_fail(FailurePoint::allreduce);
+};
 }  // namespace detail
 #endif
 
@@ -268,6 +269,7 @@ class Exact {
     if (par.size() == 1) return {kern.finish(0, nblocks, true, nullptr, 0) == 0};
 #if REPROSGD_HAS_MPI
     if constexpr (fast_path<Par, Rows, Sum>) {
+      par.maybe_fail(FailurePoint::allreduce);  // between the exponent MAX and the exchange
       long k_max = 0;
       for (long q = 0; q < slots; ++q) k_max = exps(nblocks + q) > k_max ? exps(nblocks + q) : k_max;
       // Up to 2 rows per rank, sending the rows' floats (4k bytes per element) costs no more than
@@ -276,8 +278,7 @@ class Exact {
       return {ring_reduce_scatter_gather(par, ws, kern, nblocks)};
     }
 #endif
-    // Any other policy (one that checks its collectives its own way, such as UlfmDataParallel, or
-    // device memory): an int64 all-reduce through the policy.
+    // Any other policy, or device memory: an int64 all-reduce through the policy.
     ws.ensure_acc(n);
     const auto elems = Kokkos::make_pair(0L, n);
     kern.quantise(0, nblocks, ws.acc.data(), 0, nullptr, 0);
@@ -297,12 +298,12 @@ class Exact {
   static constexpr bool host_memory = std::is_same_v<Mem, Kokkos::HostSpace>;
 
   /// Whether reduce() may talk MPI itself (point-to-point and gathers on the policy's communicator,
-  /// with DataParallel's error semantics) on host buffers whose rows and sum are contiguous. Decided
+  /// with the policy's own error semantics, see detail::ChecksOwnMpi) on host buffers whose rows and sum are contiguous. Decided
   /// at compile time, so every rank takes the same path.
   template <class Par, class Rows, class Sum>
   static constexpr bool fast_path =
 #if REPROSGD_HAS_MPI
-      detail::is_plain_data_parallel<Par> && host_memory<typename Par::execution_space::memory_space> &&
+      detail::ChecksOwnMpi<Par> && host_memory<typename Par::execution_space::memory_space> &&
       std::is_same_v<typename Rows::array_layout, Kokkos::LayoutRight> &&
       (std::is_same_v<typename Sum::array_layout, Kokkos::LayoutRight> ||
        std::is_same_v<typename Sum::array_layout, Kokkos::LayoutLeft>);
@@ -373,17 +374,33 @@ class Exact {
    * MPI_Iallreduce started before the gather and completed after it, so it costs no extra round
    * trip); returns it (true without `last`).
    */
+  /// MPI_Waitall, returning the first failed request's own error code instead of
+  /// MPI_ERR_IN_STATUS (so that a dead peer is reported as a process failure).
+  static int wait_all(std::vector<MPI_Request>& requests) {
+    std::vector<MPI_Status> statuses(requests.size());
+    const int rc = MPI_Waitall(static_cast<int>(requests.size()), requests.data(), statuses.data());
+    if (rc != MPI_ERR_IN_STATUS) return rc;
+    for (const MPI_Status& st : statuses)
+      if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) return st.MPI_ERROR;
+    return rc;
+  }
+
   template <class Par>
   static bool gather_floats(Par& par, float* sums, std::vector<int>& counts, std::vector<int>& displs, bool last, bool ok) {
-    int in = ok ? 1 : 0, out = 1;
-    MPI_Request agreement = MPI_REQUEST_NULL;
+    // The agreement's buffers and request outlive this call (static): if the gather throws (a
+    // failed rank under UlfmDataParallel), MPI may still complete the pending Iallreduce later.
+    static thread_local int in = 1, out = 1;
+    static thread_local MPI_Request agreement = MPI_REQUEST_NULL;
+    in = ok ? 1 : 0;
+    out = 1;
+    agreement = MPI_REQUEST_NULL;
     if (last)
-      detail::mpi_check(MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_LAND, par.comm(), &agreement),
-                        "reprosgd::Exact::reduce: MPI_Iallreduce(MPI_LAND)");
-    detail::mpi_check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, sums, counts.data(), displs.data(), MPI_FLOAT,
-                                     par.comm()),
-                      "reprosgd::Exact::reduce: MPI_Allgatherv(MPI_FLOAT)");
-    if (last) detail::mpi_check(MPI_Wait(&agreement, MPI_STATUS_IGNORE), "reprosgd::Exact::reduce: MPI_Wait");
+      par.check(MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_LAND, par.comm(), &agreement), "reprosgd::Exact::reduce",
+                "MPI_Iallreduce(MPI_LAND)");
+    par.check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, sums, counts.data(), displs.data(), MPI_FLOAT,
+                             par.comm()),
+              "reprosgd::Exact::reduce", "MPI_Allgatherv(MPI_FLOAT)");
+    if (last) par.check(MPI_Wait(&agreement, MPI_STATUS_IGNORE), "reprosgd::Exact::reduce", "MPI_Wait");
     return out != 0;
   }
 
@@ -428,22 +445,21 @@ class Exact {
         const long src = (rank - d + p) % p;
         for (long v = 0; v < k_of[src]; ++v, ++row) {
           requests.emplace_back();
-          detail::mpi_check(MPI_Irecv(recv + row * mine, static_cast<int>(mine), MPI_FLOAT, static_cast<int>(src), tag,
+          par.check(MPI_Irecv(recv + row * mine, static_cast<int>(mine), MPI_FLOAT, static_cast<int>(src), tag,
                                       par.comm(), &requests.back()),
-                            "reprosgd::Exact::reduce: MPI_Irecv(MPI_FLOAT)");
+                            "reprosgd::Exact::reduce", "MPI_Irecv(MPI_FLOAT)");
         }
       }
       for (long d = 1; d < p; ++d) {
         const long dst = (rank + d) % p;
         for (long u = 0; u < k; ++u) {
           requests.emplace_back();
-          detail::mpi_check(MPI_Isend(rows + u * row_stride + elem(first(dst)), count(dst), MPI_FLOAT,
+          par.check(MPI_Isend(rows + u * row_stride + elem(first(dst)), count(dst), MPI_FLOAT,
                                       static_cast<int>(dst), tag, par.comm(), &requests.back()),
-                            "reprosgd::Exact::reduce: MPI_Isend(MPI_FLOAT)");
+                            "reprosgd::Exact::reduce", "MPI_Isend(MPI_FLOAT)");
         }
       }
-      detail::mpi_check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
-                        "reprosgd::Exact::reduce: MPI_Waitall");
+      par.check(wait_all(requests), "reprosgd::Exact::reduce", "MPI_Waitall");
       overflowed += kern.finish(first(rank), first(rank + 1), true, nullptr, 0,
                                 detail::exact::ExtraRows{recv, received_rows, mine, my_first});
       for (long q = 0; q < p; ++q) {
@@ -481,9 +497,9 @@ class Exact {
       kern.quantise(first(sent0), first(sent0 + 1), acc, 0, nullptr, 0);
       for (long step = 0; step + 1 < p; ++step) {
         const long send = (rank - step - 1 + 2 * p) % p, get = (rank - step - 2 + 2 * p) % p;
-        detail::mpi_check(MPI_Sendrecv(acc + elem(first(send)), count(send), MPI_INT64_T, right, tag, recv,
+        par.check(MPI_Sendrecv(acc + elem(first(send)), count(send), MPI_INT64_T, right, tag, recv,
                                        count(get), MPI_INT64_T, left, tag, par.comm(), MPI_STATUS_IGNORE),
-                          "reprosgd::Exact::reduce: MPI_Sendrecv(MPI_INT64_T)");
+                          "reprosgd::Exact::reduce", "MPI_Sendrecv(MPI_INT64_T)");
         if (step + 2 < p)
           kern.quantise(first(get), first(get + 1), acc, 0, recv, elem(first(get)));
         else  // get == rank: the other ranks' total for this rank's run
