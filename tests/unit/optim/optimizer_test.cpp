@@ -32,27 +32,49 @@ B filled(const char* name, long n, std::uint64_t seed) {
 }  // namespace
 
 TEST_SUITE("optim") {
-  TEST_CASE_TEMPLATE_DEFINE("SGD with Nesterov momentum and weight decay equals the scalar reference", Space, sgd_id) {
-    const long n = 1000;
-    reprosgd::Sgd sgd{{.lr = 0.05f, .momentum = 0.9f, .nesterov = true, .weight_decay = 1e-3f}};
-    B p = filled("p", n, 1);
-    std::vector<float> rp(p.data(), p.data() + n), rv(n, 0.0f);
-    auto state = sgd.init<Mem>(n);
-    for (int step = 0; step < 5; ++step) {
-      B g = filled("g", n, 10 + step);
-      const float lr = 0.05f * (1.0f - 0.1f * step);
-      sgd.step(Space(), state, p, g, lr);
-      Space().fence();
-      for (long i = 0; i < n; ++i) {
-        float gi = g(i) + 1e-3f * rp[i];
-        rv[i] = 0.9f * rv[i] + gi;
-        gi = gi + 0.9f * rv[i];
-        rp[i] = rp[i] - lr * gi;
+  TEST_CASE_TEMPLATE_DEFINE("SGD in every variant (momentum, Nesterov, weight decay) equals the scalar reference", Space,
+                            sgd_id) {
+    struct Variant {
+      float momentum;
+      bool nesterov;
+      float wd;
+    };
+    // Sizes below, at and across the update's 2048-element chunks, with a ragged tail.
+    for (const long n : {1000L, 2048L, 5000L}) {
+      for (const Variant var : {Variant{0.0f, false, 0.0f}, Variant{0.0f, false, 1e-3f}, Variant{0.9f, false, 0.0f},
+                                Variant{0.9f, false, 1e-3f}, Variant{0.9f, true, 0.0f}, Variant{0.9f, true, 1e-3f}}) {
+        CAPTURE(n);
+        CAPTURE(var.momentum);
+        CAPTURE(var.nesterov);
+        CAPTURE(var.wd);
+        reprosgd::Sgd sgd{{.lr = 0.05f, .momentum = var.momentum, .nesterov = var.nesterov, .weight_decay = var.wd}};
+        B p = filled("p", n, 1);
+        std::vector<float> rp(p.data(), p.data() + n), rv(n, 0.0f);
+        auto state = sgd.init<Mem>(n);
+        for (int step = 0; step < 5; ++step) {
+          B g = filled("g", n, 10 + step);
+          const float lr = 0.05f * (1.0f - 0.1f * step);
+          sgd.step(Space(), state, p, g, lr);
+          Space().fence();
+          for (long i = 0; i < n; ++i) {  // the general formula, one element at a time
+            float gi = g(i);
+            if (var.wd != 0.0f) gi = gi + var.wd * rp[i];
+            if (var.momentum != 0.0f) {
+              rv[i] = var.momentum * rv[i] + gi;
+              gi = var.nesterov ? gi + var.momentum * rv[i] : rv[i];
+            }
+            rp[i] = rp[i] - lr * gi;
+          }
+        }
+        Kokkos::View<float*, Mem, Kokkos::MemoryUnmanaged> ref(rp.data(), n);
+        REPROSGD_CHECK_BITWISE_EQUAL(p, ref);
+        if (var.momentum != 0.0f) {
+          Kokkos::View<float*, Mem, Kokkos::MemoryUnmanaged> ref_v(rv.data(), n);
+          REPROSGD_CHECK_BITWISE_EQUAL(state.velocity, ref_v);
+        }
+        CHECK(state.steps == 5);
       }
     }
-    Kokkos::View<float*, Mem, Kokkos::MemoryUnmanaged> ref(rp.data(), n);
-    REPROSGD_CHECK_BITWISE_EQUAL(p, ref);
-    CHECK(state.steps == 5);
   }
   TEST_CASE_TEMPLATE_APPLY(sgd_id, reprosgd_test::host_spaces);
 
