@@ -6,6 +6,8 @@
 
 #include <mpi.h>
 
+#include "world.hpp"
+
 #include <algorithm>
 #include <cstddef>
 #include <span>
@@ -13,16 +15,8 @@
 #include <vector>
 
 namespace {
-int world_size() {
-  int p = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
+using reprosgd_test::world_rank;
+using reprosgd_test::world_size;
 /// Member `id`'s shard: 37*id + 5 bytes of an id-dependent pattern (sizes differ between members).
 std::vector<std::byte> shard_of(int id) {
   std::vector<std::byte> s(static_cast<std::size_t>(37 * id + 5));

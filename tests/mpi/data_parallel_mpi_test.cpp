@@ -9,6 +9,8 @@
 #include <Kokkos_Core.hpp>
 #include <mpi.h>
 
+#include "world.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,16 +22,8 @@ using I32 = Kokkos::View<std::int32_t*, Kokkos::HostSpace>;
 using I64 = Kokkos::View<std::int64_t*, Kokkos::HostSpace>;
 using F64 = Kokkos::View<double*, Kokkos::HostSpace>;
 
-int world_size() {
-  int p = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
+using reprosgd_test::world_rank;
+using reprosgd_test::world_size;
 }  // namespace
 
 static_assert(reprosgd::Parallelism<reprosgd::DataParallel<Host>>);

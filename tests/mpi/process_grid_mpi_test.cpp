@@ -6,20 +6,14 @@
 
 #include <mpi.h>
 
+#include "world.hpp"
+
 #include <string>
 #include <vector>
 
 namespace {
-int world_size() {
-  int p = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-}
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
+using reprosgd_test::world_rank;
+using reprosgd_test::world_size;
 /// The MPI_COMM_WORLD ranks of `comm`'s members, in `comm`'s rank order.
 std::vector<int> members(MPI_Comm comm) {
   int n = 0;
