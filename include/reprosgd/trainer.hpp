@@ -305,7 +305,7 @@ class Trainer {
     // collective) leaves the stage where it was; after a shrink the survivors redo that stage.
     // The update is applied only after every rank agreed the step's collectives completed, so
     // no survivor is ever a step ahead of another (docs/fault_tolerance.md).
-    enum class Stage : std::uint64_t { compute, callbacks, epoch_end, checkpoint, stop_vote };
+    enum class Stage : std::uint64_t { compute, callbacks, epoch_end, stop_vote, checkpoint };
     Stage stage = Stage::compute;
     bool stop = false;
     StepMetrics sm;
@@ -401,20 +401,23 @@ class Trainer {
             epoch_steps = 0;
             epoch_start = std::chrono::steady_clock::now();
           }
-          stage = Stage::checkpoint;
-        }
-        if (options_.stop_after > 0 && static_cast<long>(done) == options_.stop_after) stop = true;
-        if (stage == Stage::checkpoint) {
-          const bool last = static_cast<long>(done) == total;
-          if (checkpoints && (last || stop ||
-                              (options_.checkpoint_every > 0 && done % static_cast<std::uint64_t>(options_.checkpoint_every) == 0)))
-            save_during_fit(*checkpoints, model, opt, state, train);
           stage = Stage::stop_vote;
         }
-        // A stop requested on any rank stops every rank at the same step.
-        const bool go_on = par_.agree(!stop);
+        if (stage == Stage::stop_vote) {
+          // A stop requested on any rank (a callback, e.g. one watching the wall clock, may decide
+          // differently on different ranks) stops every rank at the same step — decided before
+          // the checkpoint stage, so that all ranks agree on whether this step is checkpointed.
+          if (options_.stop_after > 0 && static_cast<long>(done) == options_.stop_after) stop = true;
+          stop = !par_.agree(!stop);
+          stage = Stage::checkpoint;
+        }
+        // stage == Stage::checkpoint
+        const bool last = static_cast<long>(done) == total;
+        if (checkpoints && (last || stop ||
+                            (options_.checkpoint_every > 0 && done % static_cast<std::uint64_t>(options_.checkpoint_every) == 0)))
+          save_during_fit(*checkpoints, model, opt, state, train);
         stage = Stage::compute;
-        if (!go_on) {
+        if (stop) {
           result.stopped_early = true;
           break;
         }
