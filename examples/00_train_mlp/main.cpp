@@ -9,6 +9,7 @@
 #include <reprosgd/reduction/native.hpp>
 #if REPROSGD_HAS_MPI
 #include <reprosgd/parallel/data_parallel.hpp>
+#include <reprosgd/parallel/hybrid.hpp>
 #include <reprosgd/parallel/mpi_environment.hpp>
 #endif
 #if REPROSGD_HAS_ULFM
@@ -70,6 +71,9 @@ struct Config {
   std::string fault_tolerance = "abort";
   std::string inject_failure;
   int min_ranks = 1;
+  std::string parallel = "data";
+  std::string grid;
+  int feature_chunk = reprosgd::default_feature_chunk;
 };
 
 // Set when a peer process died during the run: Open MPI 5.0.x's MPI_Finalize can then hang on
@@ -104,6 +108,38 @@ using Policy = reprosgd::DataParallel<Space, Red>;
 template <class Space, class Red>
 using Policy = reprosgd::Serial<Space, Red>;
 #endif
+
+// The policy object for a run: a model-parallel grid from --parallel/--grid, default otherwise.
+template <class Par>
+Par make_policy(const Config& c) {
+#if REPROSGD_HAS_MPI
+  if constexpr (std::is_constructible_v<Par, reprosgd::GridShape>) {
+    int p = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &p);
+    const reprosgd::GridShape shape = c.parallel == "model" ? reprosgd::GridShape{1, p}
+                                      : c.grid.empty()      ? reprosgd::GridShape::balanced(p)
+                                                            : reprosgd::GridShape::parse(c.grid);
+    return Par(shape);
+  } else
+#endif
+  {
+    (void)c;
+    return Par{};
+  }
+}
+// Who prints: rank 0 of the whole job (a model-parallel policy's rank() is its data dimension).
+template <class Par>
+int printing_rank(const Par& par) {
+  if constexpr (requires { par.world_rank(); }) return par.world_rank();
+  return par.rank();
+}
+template <class Par>
+std::string layout_text(const Par& par) {
+  if constexpr (requires { par.grid(); })
+    return par.grid().text() + " grid (" + std::to_string(par.grid().data) + " data-parallel replica(s) of " +
+           std::to_string(par.grid().model) + " model-parallel rank(s))";
+  return std::to_string(par.size()) + " rank(s)";
+}
 
 // Exit codes by error kind, so scripts can tell a typo from a diverging run.
 // Messages of train_mlp's own checks already start with "train_mlp: "; print that prefix once.
@@ -149,13 +185,13 @@ std::vector<int> parse_layers(const std::string& text) {
 // An MLP with H hidden blocks (Dense, activation, dropout) and an output Dense, as one compile-time
 // Sequential type per depth.
 template <std::size_t H>
-auto make_mlp(const std::vector<int>& w, reprosgd::Activation act, float p) {
+auto make_mlp(const std::vector<int>& w, reprosgd::Activation act, float p, int chunk) {
   using namespace reprosgd;
   const Init init = act == Activation::relu ? Init::he_normal : Init::xavier_uniform;
   auto hidden = [&]<std::size_t... I>(std::index_sequence<I...>) {
-    return std::tuple_cat(std::make_tuple(Dense{w[I], w[I + 1], init}, ActivationFn{act}, Dropout{p})...);
+    return std::tuple_cat(std::make_tuple(Dense{w[I], w[I + 1], init, chunk}, ActivationFn{act}, Dropout{p})...);
   }(std::make_index_sequence<H>{});
-  auto all = std::tuple_cat(hidden, std::make_tuple(Dense{w[H], w[H + 1], init}));
+  auto all = std::tuple_cat(hidden, std::make_tuple(Dense{w[H], w[H + 1], init, chunk}));
   return std::apply([](auto... layers) { return Sequential<decltype(layers)...>(layers...); }, all);
 }
 
@@ -219,18 +255,19 @@ int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTes
   }
   o.min_ranks = c.min_ranks;
   using Space = typename Par::execution_space;
-  Trainer<Par, PhiloxStream, PortableBinaryFormat, Fault> trainer(o);
+  Trainer<Par, PhiloxStream, PortableBinaryFormat, Fault> trainer(o, make_policy<Par>(c));
   // A job relaunched by scripts/relaunch.sh (REPROSGD_ATTEMPT > 1) does not die again on purpose.
   const char* attempt = std::getenv("REPROSGD_ATTEMPT");
   if (!c.inject_failure.empty() && (!attempt || std::atoi(attempt) <= 1))
     trainer.inject_failures(FailureSchedule::parse(c.inject_failure), world_rank());
-  const int rank = trainer.parallelism().rank();
+  const int rank = printing_rank(trainer.parallelism());
   auto state = trainer.start(model, opt);
   if (!c.quiet && rank == 0)
-    std::printf("model %zu parameters, %d rank(s) x backend %s with %d threads, %s reduction, %ld steps of batch %ld "
+    std::printf("model %zu parameters, %s x backend %s with %d threads, %s reduction, %ld steps of batch %ld "
                 "(micro-batch %ld)\n",
-                model.parameter_count(), trainer.parallelism().size(), Space::name(), detail::concurrency(Space()),
-                Par::reduction_type::name(), trainer.total_steps(data.train.size()), c.batch, c.micro_batch);
+                model.canonical_parameter_count(), layout_text(trainer.parallelism()).c_str(), Space::name(),
+                detail::concurrency(Space()), Par::reduction_type::name(), trainer.total_steps(data.train.size()),
+                c.batch, c.micro_batch);
   // Checkpoints: the format is a compile-time policy of the save/load calls, picked here at run time.
   std::function<void()> save_now;
   auto setup = [&]<class F>(F) {
@@ -286,9 +323,9 @@ int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTes
   peer_died = !result.failures.empty();
   progress.finish();
   if (save_now && saved_at != state.step) save_now();
-  const std::string fp = fingerprint(model, state.optimizer).hex();
+  const std::string fp = trainer.fingerprint(model, state).hex();
   // The rank may have changed: when rank 0 was lost, the survivor now ranked 0 prints.
-  if (trainer.parallelism().rank() == 0) std::printf("fingerprint %s\n", fp.c_str());
+  if (printing_rank(trainer.parallelism()) == 0) std::printf("fingerprint %s\n", fp.c_str());
   return 0;
 }
 
@@ -308,10 +345,10 @@ int with_policy(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& d
                          : c.activation == "sigmoid" ? Activation::sigmoid
                                                      : Activation::relu;
   switch (w.size() - 2) {
-    case 0: return with_optimizer<Par, Fault>(c, Sequential<Dense>(Dense{w[0], w[1]}), data);
-    case 1: return with_optimizer<Par, Fault>(c, make_mlp<1>(w, act, c.dropout), data);
-    case 2: return with_optimizer<Par, Fault>(c, make_mlp<2>(w, act, c.dropout), data);
-    default: return with_optimizer<Par, Fault>(c, make_mlp<3>(w, act, c.dropout), data);
+    case 0: return with_optimizer<Par, Fault>(c, Sequential<Dense>(Dense{w[0], w[1], Init::he_normal, c.feature_chunk}), data);
+    case 1: return with_optimizer<Par, Fault>(c, make_mlp<1>(w, act, c.dropout, c.feature_chunk), data);
+    case 2: return with_optimizer<Par, Fault>(c, make_mlp<2>(w, act, c.dropout, c.feature_chunk), data);
+    default: return with_optimizer<Par, Fault>(c, make_mlp<3>(w, act, c.dropout, c.feature_chunk), data);
   }
 }
 
@@ -347,11 +384,36 @@ int with_space(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& da
   return with_policy<Policy<Space, reprosgd::Exact>>(c, data);
 }
 
+// --parallel model|hybrid: Hybrid with the Exact reduction on the default host backend.
+int with_model_parallel(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
+  using namespace reprosgd;
+  const std::string what = "train_mlp: --parallel " + c.parallel;
+  if (c.reduction != "exact") throw config_error(what + " needs --reduction exact");
+  if (c.fault_tolerance != "abort")
+    throw config_error(what + " supports --fault-tolerance abort only in this version");
+  if (c.backend != "default" && c.backend != Kokkos::DefaultHostExecutionSpace::name() &&
+      !(c.backend == "openmp" && std::string(Kokkos::DefaultHostExecutionSpace::name()) == "OpenMP") &&
+      !(c.backend == "threads" && std::string(Kokkos::DefaultHostExecutionSpace::name()) == "Threads"))
+    throw config_error(what + " runs on the default backend (" + Kokkos::DefaultHostExecutionSpace::name() +
+                       "), not --backend " + c.backend);
+#if REPROSGD_HAS_MPI
+  return with_policy<Hybrid<Kokkos::DefaultHostExecutionSpace, Exact>>(c, data);
+#else
+  (void)data;
+  throw config_error(what + " needs a build with MPI");
+#endif
+}
+
 int run(const Config& c) {
   using namespace reprosgd;
   check_fp_environment();
+  if (!c.grid.empty() && c.parallel != "hybrid")
+    throw config_error("train_mlp: --grid " + c.grid + " needs --parallel hybrid (data is " +
+                       "P x 1 and model is 1 x P)");
+  if (!c.grid.empty()) (void)GridShape::parse(c.grid);  // a typo fails before any work
   if (!c.inject_failure.empty()) (void)FailureSchedule::parse(c.inject_failure);  // a typo fails before any work
   const auto data = load_data(c, !c.quiet && world_rank() == 0);
+  if (c.parallel != "data") return with_model_parallel(c, data);
   if (c.fault_tolerance != "abort") return with_fault_tolerance(c, data);
   if (c.backend == "serial") return with_space<Kokkos::Serial>(c, data);
 #if defined(KOKKOS_ENABLE_OPENMP)
@@ -411,6 +473,15 @@ int main(int argc, char** argv) {
   app.add_option("--inject-failure", c.inject_failure,
                  "kill ranks on purpose: RANK@STEP[:step|allreduce|checkpoint][,...] (MPI_COMM_WORLD ranks; "
                  "ignored when relaunched, REPROSGD_ATTEMPT > 1)");
+  app.add_option("--parallel", c.parallel,
+                 "data (every rank holds the model) | model (every Dense layer's outputs split over all ranks) | "
+                 "hybrid (a --grid of data-parallel replicas of model-parallel groups)")
+      ->check(CLI::IsMember({"data", "model", "hybrid"}));
+  app.add_option("--grid", c.grid, "--parallel hybrid: PDxPM, P_data replicas of P_model ranks (default: as square as P allows)");
+  app.add_option("--feature-chunk", c.feature_chunk,
+                 "output features per chunk of a Dense layer (the input gradient is an exact sum over chunks; part "
+                 "of the model, not of the decomposition)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--min-ranks", c.min_ranks, "shrink: end with an error (and a checkpoint) below this many ranks")
       ->check(CLI::PositiveNumber);
   try {

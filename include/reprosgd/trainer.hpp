@@ -20,6 +20,7 @@
 #include <reprosgd/kernels/loss.hpp>
 #include <reprosgd/kernels/views.hpp>
 #include <reprosgd/nn/layer_context.hpp>
+#include <reprosgd/nn/model_group.hpp>
 #include <reprosgd/optim/schedule.hpp>
 #include <reprosgd/parallel/serial.hpp>
 #include <reprosgd/rng/philox_stream.hpp>
@@ -33,6 +34,8 @@
 #include <chrono>
 #include <filesystem>
 #include <cstdio>
+#include <cstring>
+#include <span>
 #include <exception>
 #include <functional>
 #include <utility>
@@ -196,12 +199,39 @@ class Trainer {
       par_.inject_failures(failures_.get(), identity);
   }
 
-  /// Initialise the model's parameters from the seed and return the fresh optimizer state.
+  /// Initialise the model's parameters from the seed and return the fresh optimizer state. With
+  /// a model-parallel policy the model is first made this rank's shard (it holds its part only).
   template <class Model, Optimizer Opt>
-  [[nodiscard]] TrainState<Opt, memory_space> start(Model& model, const Opt& opt) const {
+  [[nodiscard]] TrainState<Opt, memory_space> start(Model& model, const Opt& opt) {
     opt.check();
+    shard(model);
     model.initialize(par_.space(), rng_);
     return {opt.template init<memory_space>(model.parameter_count()), 0};
+  }
+
+  /**
+   * The fingerprint of the whole model and optimizer state (testing/fingerprint.hpp) — with a
+   * model-parallel policy, of the shards gathered into the one-process layout, so it is the same
+   * for every grid. The same value on every rank. @collective
+   */
+  template <class Model, Optimizer Opt>
+  [[nodiscard]] Fingerprint fingerprint(Model& model, const TrainState<Opt, memory_space>& state) {
+    const auto whole = canonical(model, state);
+    Fingerprint f{};
+    if (holds_canonical(model)) {
+      FingerprintBuilder b;
+      b.add(whole.params);
+      whole.state.visit([&](const char*, const auto& x) { b.add(x); });
+      f = b.finish();
+    }
+    if constexpr (ShardedParallelism<Par>) {
+      float words[4];
+      static_assert(sizeof words == sizeof f);
+      std::memcpy(words, &f, sizeof f);
+      par_.model_group().share(words, 4, 0);
+      std::memcpy(&f, words, sizeof f);
+    }
+    return f;
   }
 
   /**
@@ -262,6 +292,7 @@ class Trainer {
       opt.check();
     });
     check_same_configuration(describe(model, opt, train), total_steps(train.size()));
+    check_sharded(model, state);
     const long B = options_.global_batch, m = options_.micro_batch, M = B / m;
     if (M < par_.size())
       throw config_error("reprosgd::Trainer::fit: " + std::to_string(M) + " micro-batches per step (global batch " +
@@ -328,10 +359,10 @@ class Trainer {
             const long first = position * B + u * m;  // position of the micro-batch's row 0 in the epoch order
             gather(train, order, first, m);
             LayerContext<execution_space, Rng> ctx{space, rng_, 0, step, static_cast<std::uint64_t>(u * m), true};
-            model.forward(ctx, ws, m);
+            forward(model, ctx, ws, m);
             compute_loss(m, 1.0f / static_cast<float>(B), true);
             BufferRef<memory_space> row(grads_.data() + (u - mine.begin) * n_params, n_params);
-            model.backward(ctx, ws, m, row);
+            backward(model, ctx, ws, m, row);
             sum_rows(m, mb_loss(u - mine.begin), mb_correct(u - mine.begin));
           }
           const ReductionResult red = reduction_.reduce(par_, grads_, M, grad_sum_);
@@ -453,20 +484,16 @@ class Trainer {
   std::filesystem::path save_checkpoint(CheckpointManager<F>& checkpoints, const Model& model, const Opt& opt,
                                         const TrainState<Opt, memory_space>& state, const Data& train,
                                         const Extra& extra = {}) {
-    std::filesystem::path written;
-    agreed("reprosgd::Trainer::save_checkpoint", [&] {
-      if (par_.rank() != 0) return;
-      written = checkpoints.save(snapshot_info(model, opt, state, train), payload_of(model, state, extra));
-    });
-    return written;
+    return write_checkpoint(checkpoints, model, opt, state, train, extra, false);
   }
   /// Write one checkpoint file at `path` (see the overload above). @collective
   template <CheckpointFormat F = Ckpt, class Model, Optimizer Opt, class Data, class Extra = detail::NoExtraState>
   void save_checkpoint(const std::filesystem::path& path, const Model& model, const Opt& opt,
                        const TrainState<Opt, memory_space>& state, const Data& train, const Extra& extra = {}) {
+    const auto whole = canonical(model, state);
     agreed("reprosgd::Trainer::save_checkpoint", [&] {
-      if (par_.rank() == 0)
-        save_snapshot<F>(path, snapshot_info(model, opt, state, train), payload_of(model, state, extra));
+      if (writes_checkpoints())
+        save_snapshot<F>(path, snapshot_info(model, opt, state, train), payload_of(whole, extra));
     });
   }
 
@@ -487,6 +514,7 @@ class Trainer {
   template <CheckpointFormat F = Ckpt, class Model, Optimizer Opt, class Data, class Extra>
   SnapshotInfo load_checkpoint(const std::filesystem::path& path, Model& model, const Opt& opt,
                                TrainState<Opt, memory_space>& state, const Data& train, Extra& extra) {
+    shard(model);
     Staging<Opt> staging(model, opt);
     Extra staged_extra = extra;
     SnapshotInfo info;
@@ -494,7 +522,7 @@ class Trainer {
       auto payload = staging.payload(staged_extra);
       info = load_snapshot<F>(path, config_of(model, opt, train), payload);
     });
-    commit(staging, info.step, model, state);
+    commit(staging, info.step, model, opt, state);
     extra = std::move(staged_extra);
     return info;
   }
@@ -514,6 +542,7 @@ class Trainer {
   template <CheckpointFormat F, class Model, Optimizer Opt, class Data, class Extra>
   ResumeResult resume(const CheckpointManager<F>& checkpoints, Model& model, const Opt& opt,
                       TrainState<Opt, memory_space>& state, const Data& train, Extra& extra) {
+    shard(model);
     Staging<Opt> staging(model, opt);
     Extra staged_extra = extra;
     ResumeResult r;
@@ -526,7 +555,7 @@ class Trainer {
       throw checkpoint_error("reprosgd::Trainer::resume: the ranks found different checkpoints in " +
                              checkpoints.directory().string());
     if (r.resumed) {
-      commit(staging, r.info.step, model, state);
+      commit(staging, r.info.step, model, opt, state);
       extra = std::move(staged_extra);
     }
     return r;
@@ -567,7 +596,7 @@ class Trainer {
       const long rows = (u + 1) * m <= n ? m : n - u * m;
       gather(data, std::nullopt, u * m, rows);
       LayerContext<execution_space, Rng> ctx{par_.space(), rng_, 0, 0, static_cast<std::uint64_t>(u * m), false};
-      model.forward(ctx, ws, rows);
+      forward(model, ctx, ws, rows);
       compute_loss(rows, 0.0f, false);
       sum_rows(rows, loss(u - mine.begin), corr(u - mine.begin));
     }
@@ -709,25 +738,173 @@ class Trainer {
     typename Opt::template state_type<memory_space> state;
     template <class Model>
     Staging(const Model& model, const Opt& opt)
-        : params("reprosgd::Trainer::staging_params", model.parameter_count()),
-          state(opt.template init<memory_space>(model.parameter_count())) {}
+        : params("reprosgd::Trainer::staging_params", canonical_count(model)),
+          state(opt.template init<memory_space>(canonical_count(model))) {}
     template <class Extra>
     auto payload(Extra& extra) {
       return detail::TrainingPayload<Buffer<memory_space>, decltype(state), Extra>{&params, &state, &extra, {}};
     }
   };
+  // Install verified whole-model values: a shard takes its own runs of them.
   template <Optimizer Opt, class Model>
-  static void commit(Staging<Opt>& staging, std::uint64_t step, Model& model, TrainState<Opt, memory_space>& state) {
-    Kokkos::deep_copy(model.parameters(), staging.params);
-    state.optimizer = std::move(staging.state);
+  static void commit(Staging<Opt>& staging, std::uint64_t step, Model& model, const Opt& opt,
+                     TrainState<Opt, memory_space>& state) {
+    if (!is_shard(model)) {
+      Kokkos::deep_copy(model.parameters(), staging.params);
+      state.optimizer = std::move(staging.state);
+    } else {
+      auto local = opt.template init<memory_space>(model.parameter_count());
+      const auto runs = model.canonical_runs(model.model_rank());
+      take_shard(runs, staging.params, model.parameters());
+      visit_pair(local, staging.state, [&](auto& mine, const auto& whole) {
+        if constexpr (Kokkos::is_view<std::remove_cvref_t<decltype(mine)>>::value) {
+          if (mine.extent(0) > 0) take_shard(runs, whole, mine);
+        } else {
+          mine = whole;
+        }
+      });
+      state.optimizer = std::move(local);
+    }
     state.step = step;
   }
+
+  // The parameters and optimizer state of the whole model: views of the live ones for a whole
+  // model, gathered from the model group's shards otherwise (valid on model rank 0).
+  template <class State>
+  struct Whole {
+    Buffer<memory_space> params;
+    State state;
+  };
+  template <class Model, Optimizer Opt>
+  Whole<typename Opt::template state_type<memory_space>> canonical(const Model& model, const TrainState<Opt, memory_space>& state) {
+    if (!is_shard(model)) return {model.parameters(), state.optimizer};
+    if constexpr (ShardedParallelism<Par>) {
+      auto& group = par_.model_group();
+      const int p = model.model_size();
+      std::vector<std::vector<typename Model::Run>> runs(static_cast<std::size_t>(p));
+      std::vector<long> counts(static_cast<std::size_t>(p), 0);
+      for (int q = 0; q < p; ++q) {
+        runs[static_cast<std::size_t>(q)] = model.canonical_runs(q);
+        for (const auto& r : runs[static_cast<std::size_t>(q)]) counts[static_cast<std::size_t>(q)] += static_cast<long>(r.length);
+      }
+      long total = 0;
+      for (long c : counts) total += c;
+      const std::size_t n = model.canonical_parameter_count();
+      const bool root = group.model_rank() == 0;
+      Kokkos::View<float*, Kokkos::HostSpace> all("reprosgd::Trainer::gathered", root ? total : 0);
+      auto gather = [&](const auto& local, const auto& whole) {
+        Kokkos::fence();
+        group.gather_to_root(local.data(), std::span<const long>(counts), all.data());
+        if (!root) return;
+        long at = 0;
+        for (int q = 0; q < p; ++q) {
+          for (const auto& r : runs[static_cast<std::size_t>(q)])
+            for (std::size_t e = 0; e < r.length; ++e) whole(r.canonical + e) = all(at + static_cast<long>(r.local + e));
+          at += counts[static_cast<std::size_t>(q)];
+        }
+      };
+      Whole<typename Opt::template state_type<memory_space>> w{Buffer<memory_space>("reprosgd::Trainer::whole", n),
+                                                                state.optimizer};
+      gather(model.parameters(), w.params);
+      visit_pair(w.state, state.optimizer, [&](auto& whole, const auto& mine) {
+        if constexpr (Kokkos::is_view<std::remove_cvref_t<decltype(mine)>>::value) {
+          if (mine.extent(0) == 0) return;
+          whole = std::remove_cvref_t<decltype(whole)>("reprosgd::Trainer::whole_state", n);
+          gather(mine, whole);
+        }
+      });
+      return w;
+    } else {
+      throw config_error("reprosgd::Trainer: the model is sharded but the parallelism policy is not model-parallel");
+    }
+  }
+  // Whether this rank's canonical() result is valid (it writes checkpoints and fingerprints).
+  template <class Model>
+  bool holds_canonical(const Model& model) const {
+    if constexpr (ShardedParallelism<Par>) return !is_shard(model) || model.model_rank() == 0;
+    return true;
+  }
+  bool writes_checkpoints() {
+    if constexpr (ShardedParallelism<Par>) return par_.world_rank() == 0;
+    return par_.rank() == 0;
+  }
+  // Make the model this rank's shard under a model-parallel policy (nothing otherwise). Not collective.
+  template <class Model>
+  void shard(Model& model) {
+    if constexpr (ShardedParallelism<Par>) {
+      const int q = par_.model_group().model_rank(), p = par_.model_group().model_size();
+      if (model.model_rank() != q || model.model_size() != p) model.shard(q, p);
+    }
+  }
+  template <class Model, Optimizer Opt>
+  void check_sharded(Model& model, const TrainState<Opt, memory_space>& state) {
+    int q = 0, p = 1;
+    if constexpr (ShardedParallelism<Par>) {
+      q = par_.model_group().model_rank();
+      p = par_.model_group().model_size();
+    }
+    bool ok = true;
+    if constexpr (requires { model.model_size(); }) ok = model.model_rank() == q && model.model_size() == p;
+    bool state_ok = true;
+    state.optimizer.visit([&](const char*, const auto& x) {
+      if constexpr (Kokkos::is_view<std::remove_cvref_t<decltype(x)>>::value)
+        state_ok = state_ok && (x.extent(0) == 0 || x.extent(0) == model.parameter_count());
+    });
+    if (!agree_everywhere(ok && state_ok))
+      throw config_error(std::string("reprosgd::Trainer::fit: ") +
+                         (!ok ? "the model is not this rank's shard of the model group (create the state with "
+                                "start(), resume() or load_checkpoint() of this Trainer)"
+                              : !state_ok ? "the optimizer state does not match the model's parameters (create it "
+                                            "with start(), resume() or load_checkpoint() of this Trainer)"
+                                          : "another rank's model or optimizer state is not its shard"));
+  }
+  template <class Model>
+  static bool is_shard(const Model& model) {
+    if constexpr (requires { model.model_size(); }) return model.model_size() > 1;
+    return false;
+  }
+  template <class Model>
+  static std::size_t canonical_count(const Model& model) {
+    if constexpr (requires { model.canonical_parameter_count(); }) return model.canonical_parameter_count();
+    return model.parameter_count();
+  }
+  // Copy a shard's runs out of a whole-model buffer (host-accessible memory).
+  template <class Runs, class Whole, class Local>
+  static void take_shard(const Runs& runs, const Whole& whole, const Local& local) {
+    Kokkos::fence();
+    for (const auto& r : runs)
+      for (std::size_t e = 0; e < r.length; ++e) local(r.local + e) = whole(r.canonical + e);
+  }
+  // Visit two states of one type element by element (same order and types by construction).
+  template <class S, class F>
+  static void visit_pair(S& a, const S& b, F&& f) {
+    std::vector<const void*> elements;
+    b.visit([&](const char*, const auto& x) { elements.push_back(&x); });
+    std::size_t i = 0;
+    a.visit([&](const char*, auto& x) { f(x, *static_cast<const std::remove_cvref_t<decltype(x)>*>(elements[i++])); });
+  }
+
+  template <class Model, class Ctx, class Ws>
+  void forward(const Model& model, const Ctx& ctx, Ws& ws, long rows) {
+    if constexpr (ShardedParallelism<Par>)
+      model.forward(ctx, ws, rows, par_.model_group());
+    else
+      model.forward(ctx, ws, rows);
+  }
+  template <class Model, class Ctx, class Ws, class Row>
+  void backward(const Model& model, const Ctx& ctx, Ws& ws, long rows, const Row& row) {
+    if constexpr (ShardedParallelism<Par>)
+      model.backward(ctx, ws, rows, row, par_.model_group());
+    else
+      model.backward(ctx, ws, rows, row);
+  }
+
   // Saving only reads through these pointers (TrainingPayload::save is const).
-  template <class Model, class State, class Extra>
-  static auto payload_of(const Model& model, const State& state, const Extra& extra) {
-    using P = std::remove_cvref_t<decltype(model.parameters())>;
-    using S = std::remove_cvref_t<decltype(state.optimizer)>;
-    return detail::TrainingPayload<P, S, Extra>{const_cast<P*>(&model.parameters()), const_cast<S*>(&state.optimizer),
+  template <class W, class Extra>
+  static auto payload_of(const W& whole, const Extra& extra) {
+    using P = std::remove_cvref_t<decltype(whole.params)>;
+    using S = std::remove_cvref_t<decltype(whole.state)>;
+    return detail::TrainingPayload<P, S, Extra>{const_cast<P*>(&whole.params), const_cast<S*>(&whole.state),
                                                 const_cast<Extra*>(&extra), {}};
   }
   template <class Model, Optimizer Opt, class Data>
@@ -749,17 +926,27 @@ class Trainer {
   // True when `value` is the same on every rank (one integer max all-reduce of 16-bit pieces and
   // their negations).
   bool same_on_all_ranks(std::uint64_t value) {
-    if (par_.size() == 1) return true;
+    auto& all = world();
+    if (all.size() == 1) return true;
     Kokkos::View<std::int32_t*, Kokkos::HostSpace> pieces("reprosgd::same_on_all_ranks", 8);
     for (int i = 0; i < 4; ++i) {
       pieces(i) = static_cast<std::int32_t>((value >> (16 * i)) & 0xFFFFu);
       pieces(4 + i) = -pieces(i);
     }
-    par_.allreduce_max(pieces);
+    all.allreduce_max(pieces);
     bool same = true;
     for (int i = 0; i < 4; ++i) same = same && pieces(i) == -pieces(4 + i);
     return same;
   }
+
+  // Every rank of the job: the policy itself, or a model-parallel policy's whole grid.
+  auto& world() {
+    if constexpr (ShardedParallelism<Par>)
+      return par_.world();
+    else
+      return par_;
+  }
+  bool agree_everywhere(bool flag) { return world().agree(flag); }
 
   // Run a local check on every rank; if it failed anywhere, throw on every rank: the local error
   // where it failed, a config_error naming the cause elsewhere.
@@ -779,7 +966,7 @@ class Trainer {
   // All ranks must train the same configuration: compare a 64-bit hash of its description with
   // one integer max all-reduce (the hash and its negation, in 16-bit pieces so negation is exact).
   void check_same_configuration(const std::vector<std::pair<std::string, std::string>>& config, long total) {
-    if (par_.size() == 1) return;
+    if (world().size() == 1) return;
     std::string text;
     for (const auto& [k, v] : config) text += k + "=" + v + "\n";
     text += "total_steps=" + std::to_string(total) + "\n";
@@ -862,22 +1049,33 @@ class Trainer {
     }
   }
 
-  // Save from within fit(): save_checkpoint() plus the checkpoint fault-injection point.
-  template <class Model, Optimizer Opt, class Data>
-  void save_during_fit(CheckpointManager<Ckpt>& checkpoints, const Model& model, const Opt& opt,
-                       const TrainState<Opt, memory_space>& state, const Data& train) {
+  // Write a checkpoint into the manager (save_checkpoint, and fit()'s own with the checkpoint
+  // fault-injection point): gather the whole model (model parallel), then rank 0 writes and every
+  // rank learns the verdict.
+  template <CheckpointFormat F, class Model, Optimizer Opt, class Data, class Extra>
+  std::filesystem::path write_checkpoint(CheckpointManager<F>& checkpoints, const Model& model, const Opt& opt,
+                                         const TrainState<Opt, memory_space>& state, const Data& train,
+                                         const Extra& extra, bool injection_point) {
     const std::uint64_t step = state.step;
-    const bool inject = failures_ && failures_->scheduled(failure_identity_, step, FailurePoint::checkpoint);
-    const detail::NoExtraState none;
+    const bool inject =
+        injection_point && failures_ && failures_->scheduled(failure_identity_, step, FailurePoint::checkpoint);
+    const auto whole = canonical(model, state);
+    std::filesystem::path written;
     agreed("reprosgd::Trainer::save_checkpoint", [&] {
-      if (par_.rank() != 0) {
+      if (!writes_checkpoints()) {
         if (inject) failures_->maybe_fail(failure_identity_, step, FailurePoint::checkpoint);
         return;
       }
-      auto payload = payload_of(model, state, none);
+      auto payload = payload_of(whole, extra);
       if (inject) payload.after_parameters = [&] { failures_->maybe_fail(failure_identity_, step, FailurePoint::checkpoint); };
-      checkpoints.save(snapshot_info(model, opt, state, train), payload);
+      written = checkpoints.save(snapshot_info(model, opt, state, train), payload);
     });
+    return written;
+  }
+  template <class Model, Optimizer Opt, class Data>
+  void save_during_fit(CheckpointManager<Ckpt>& checkpoints, const Model& model, const Opt& opt,
+                       const TrainState<Opt, memory_space>& state, const Data& train) {
+    (void)write_checkpoint(checkpoints, model, opt, state, train, detail::NoExtraState{}, true);
   }
 
   template <class C>

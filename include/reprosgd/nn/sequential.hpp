@@ -5,10 +5,14 @@
 #include <reprosgd/concepts/layer.hpp>
 #include <reprosgd/error.hpp>
 #include <reprosgd/kernels/views.hpp>
+#include <reprosgd/nn/dense.hpp>
 #include <reprosgd/nn/layer_context.hpp>
+#include <reprosgd/nn/model_group.hpp>
+#include <reprosgd/reduction/exact.hpp>
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <string>
@@ -23,6 +27,14 @@ template <class L>
 concept HasInputWidth = requires(const L l) {
   { l.in } -> std::convertible_to<int>;
 };
+/// A layer whose output features can be split across a model group (Dense).
+template <class L>
+concept FeatureShardable = requires(const L l, int q, FeatureRange r) {
+  { l.features_of(q, q) } -> std::same_as<FeatureRange>;
+  { l.chunks() } -> std::convertible_to<int>;
+  { l.chunks_of(q, q) } -> std::same_as<MicroBatchRange>;
+  { l.shard_parameter_count(r) } -> std::convertible_to<std::size_t>;
+};
 }  // namespace detail
 
 /**
@@ -35,6 +47,14 @@ concept HasInputWidth = requires(const L l) {
  * @code
  * reprosgd::Sequential model{reprosgd::Dense{784, 256}, reprosgd::ReLU{}, reprosgd::Dense{256, 10}};
  * @endcode
+ *
+ * **Model parallelism.** shard(q, P) makes this object model rank q of a group of P: every Dense
+ * layer then holds only the output features q owns (whole feature chunks, Dense::features_of),
+ * and parameters() is that shard — W's columns and b's elements of those features, layer by
+ * layer. Other layers are replicated. The whole model's ("canonical", the one-process) layout is
+ * still what initialisation keys on, what checkpoints and fingerprints hold, and what
+ * canonical_runs() maps the shard into. forward/backward then take the ModelGroup that
+ * connects the P ranks; the results are the same bits for every P (docs/parallelism.md).
  *
  * @tparam Layers models of the Layer concept.
  */
@@ -51,6 +71,17 @@ class Sequential {
     std::vector<Matrix<memory_space>> act;  // act[0] is the input, act[l+1] the output of layer l
     Buffer<memory_space> grad_a, grad_b;    // ping-pong input-gradient scratch (rows x widest)
     Matrix<memory_space> grad_out;          // gradient of the loss w.r.t. the model's output
+    Buffer<memory_space> local_out;         // a sharded layer's own output columns (model parallel)
+    Buffer<memory_space> partials;          // input-gradient partials of the owned feature chunks
+    Exact chunk_sum;                        // the chunk sum's workspace when no group is given
+  };
+
+  /// A run of `length` parameters at `canonical` in the whole model's buffer and `local` in the shard.
+  struct Run {
+    std::size_t canonical = 0;
+    std::size_t local = 0;
+    std::size_t length = 0;
+    friend bool operator==(const Run&, const Run&) = default;
   };
 
   explicit Sequential(Layers... layers) : layers_(std::move(layers)...) {
@@ -58,15 +89,76 @@ class Sequential {
     static_assert(detail::HasInputWidth<first>,
                   "reprosgd::Sequential: the first layer must state its input width (e.g. Dense{in, out})");
     widths_[0] = std::get<0>(layers_).in;
-    offsets_[0] = 0;
+    canonical_offsets_[0] = 0;
     for_each_layer([&](auto& layer, auto i) {
       widths_[i + 1] = layer.output_width(widths_[i]);
-      offsets_[i + 1] = offsets_[i] + layer.parameter_count(widths_[i]);
+      canonical_offsets_[i + 1] = canonical_offsets_[i] + layer.parameter_count(widths_[i]);
     });
-    params_ = Buffer<memory_space>("reprosgd::Sequential::params", offsets_[depth]);
+    shard(0, 1);
   }
 
+  /**
+   * Make this model rank q of a model group of p: the parameter buffer becomes q's shard (zeros:
+   * initialise or load afterwards). shard(0, 1) is the whole model. Not collective.
+   * @throws config_error unless 0 <= q < p
+   */
+  void shard(int q, int p) {
+    if (p < 1 || q < 0 || q >= p)
+      throw config_error("reprosgd::Sequential::shard: model rank " + std::to_string(q) + " of " + std::to_string(p) +
+                         " (need 0 <= rank < size)");
+    model_rank_ = q;
+    model_size_ = p;
+    offsets_[0] = 0;
+    for_each_layer([&](auto& layer, auto i) {
+      if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
+        features_[i] = layer.features_of(q, p);
+        ranges_[i].clear();
+        for (int r = 0; r < p; ++r) ranges_[i].push_back(layer.features_of(r, p));
+        offsets_[i + 1] = offsets_[i] + layer.shard_parameter_count(features_[i]);
+      } else {
+        features_[i] = FeatureRange{0, widths_[i + 1]};
+        ranges_[i].assign(1, features_[i]);
+        offsets_[i + 1] = offsets_[i] + layer.parameter_count(widths_[i]);
+      }
+    });
+    params_ = Buffer<memory_space>();
+    params_ = Buffer<memory_space>("reprosgd::Sequential::params", offsets_[depth]);
+  }
+  [[nodiscard]] int model_rank() const noexcept { return model_rank_; }
+  [[nodiscard]] int model_size() const noexcept { return model_size_; }
+
+  /// Parameters this object holds: the whole model's, or its shard's after shard(q, p > 1).
   [[nodiscard]] std::size_t parameter_count() const noexcept { return offsets_[depth]; }
+  /// Parameters of the whole model (what checkpoints and fingerprints hold).
+  [[nodiscard]] std::size_t canonical_parameter_count() const noexcept { return canonical_offsets_[depth]; }
+
+  /**
+   * Where model rank q's shard (of this object's group size) lies in the whole model's buffer:
+   * contiguous runs in shard order (a sharded Dense layer gives one run per row of W, then one
+   * for its biases; a replicated layer one run). Model rank 0 holds the replicated layers' runs;
+   * other ranks list them too (their copies are equal). Pure function; not collective.
+   */
+  [[nodiscard]] std::vector<Run> canonical_runs(int q) const {
+    std::vector<Run> runs;
+    std::size_t local = 0;
+    for_each_layer([&](auto& layer, auto i) {
+      const std::size_t base = canonical_offsets_[i];
+      if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
+        const FeatureRange f = layer.features_of(q, model_size_);
+        const auto nl = static_cast<std::size_t>(f.size()), out = static_cast<std::size_t>(widths_[i + 1]);
+        if (nl == 0) return;
+        const auto in = static_cast<std::size_t>(widths_[i]);
+        for (std::size_t k = 0; k < in; ++k, local += nl) runs.push_back({base + k * out + f.begin, local, nl});
+        runs.push_back({base + in * out + f.begin, local, nl});
+        local += nl;
+      } else {
+        const std::size_t n = canonical_offsets_[i + 1] - base;
+        if (n > 0) runs.push_back({base, local, n});
+        local += n;
+      }
+    });
+    return runs;
+  }
   [[nodiscard]] int input_width() const noexcept { return widths_[0]; }
   [[nodiscard]] int output_width() const noexcept { return widths_[depth]; }
   [[nodiscard]] int width(std::size_t i) const noexcept { return widths_[i]; }
@@ -82,12 +174,16 @@ class Sequential {
     return out;
   }
 
-  /// Draw the initial parameters from `rng` (purpose init, keyed by layer and element). @deterministic
+  /// Draw the initial parameters from `rng` (purpose init, keyed by layer and element of the
+  /// whole model, so a shard holds exactly the whole model's values). @deterministic
   template <class ExecSpace, class Rng>
   void initialize(const ExecSpace& space, const Rng& rng) {
     for_each_layer([&](auto& layer, auto i) {
       LayerContext<ExecSpace, Rng> ctx{space, rng, static_cast<std::uint32_t>(i), 0, 0, false};
-      layer.initialize(ctx, slice(params_, i), widths_[i]);
+      if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>)
+        layer.initialize(ctx, slice(params_, i), widths_[i], features_[i]);
+      else
+        layer.initialize(ctx, slice(params_, i), widths_[i]);
     });
     space.fence();
   }
@@ -103,23 +199,68 @@ class Sequential {
     ws.grad_a = Buffer<memory_space>("reprosgd::Sequential::grad_a", rows * widest);
     ws.grad_b = Buffer<memory_space>("reprosgd::Sequential::grad_b", rows * widest);
     ws.grad_out = Matrix<memory_space>("reprosgd::Sequential::grad_out", rows, widths_[depth]);
+    std::size_t local_out = 0, partials = 0;
+    for_each_layer([&](auto& layer, auto i) {
+      if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
+        if (model_size_ > 1) local_out = std::max(local_out, static_cast<std::size_t>(rows * features_[i].size()));
+        if (i > 0 && layer.chunks() > 1)
+          partials = std::max(partials, static_cast<std::size_t>(layer.chunks_of(model_rank_, model_size_).size()) *
+                                            static_cast<std::size_t>(rows * widths_[i]));
+      }
+    });
+    ws.local_out = Buffer<memory_space>("reprosgd::Sequential::local_out", local_out);
+    ws.partials = Buffer<memory_space>("reprosgd::Sequential::partials", partials);
     return ws;
   }
 
   /// Forward the first `rows` rows of ws.act[0] through every layer; the output is ws.act[depth].
+  /// One process holding the whole model.
   template <class ExecSpace, class Rng>
   void forward(const LayerContext<ExecSpace, Rng>& base, Workspace& ws, long rows) const {
+    LocalModelGroup<ExecSpace> group(base.space, ws.chunk_sum);
+    forward(base, ws, rows, group);
+  }
+
+  /// Forward across a model group: a sharded layer computes its own features' columns, which the
+  /// group gathers into the whole output every rank continues with. @collective over the group
+  template <class ExecSpace, class Rng, ModelGroup Group>
+  void forward(const LayerContext<ExecSpace, Rng>& base, Workspace& ws, long rows, Group& group) const {
+    check_group(group);
     for_each_layer([&](auto& layer, auto i) {
       auto ctx = base;
       ctx.layer = static_cast<std::uint32_t>(i);
-      layer.forward(ctx, slice(params_, i), top(ws.act[i], rows), top(ws.act[i + 1], rows));
+      const MatrixRef<memory_space> x = top(ws.act[i], rows), y = top(ws.act[i + 1], rows);
+      if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
+        if (model_size_ > 1) {
+          const MatrixRef<memory_space> mine(ws.local_out.data(), rows, features_[i].size());
+          if (features_[i].size() > 0) layer.forward(ctx, slice(params_, i), x, mine);
+          base.space.fence();
+          group.gather_features(mine.data(), rows, std::span<const FeatureRange>(ranges_[i]), y);
+          return;
+        }
+      }
+      layer.forward(ctx, slice(params_, i), x, y);
     });
   }
 
   /// Backward from ws.grad_out (first `rows` rows) into the gradient buffer `grads` (one row of the
-  /// trainer's gradient matrix, laid out like the parameters).
+  /// trainer's gradient matrix, laid out like the parameters). One process holding the whole model.
   template <class ExecSpace, class Rng, class Grads>
   void backward(const LayerContext<ExecSpace, Rng>& base, Workspace& ws, long rows, const Grads& grads) const {
+    LocalModelGroup<ExecSpace> group(base.space, ws.chunk_sum);
+    backward(base, ws, rows, grads, group);
+  }
+
+  /**
+   * Backward across a model group. Every rank holds the whole output gradient of a sharded layer;
+   * it computes dW and db of its own features (serial bits: the sums run over rows), and the
+   * input-gradient partials of its own feature chunks, which the group adds exactly (the same
+   * floats for any P). @collective over the group
+   */
+  template <class ExecSpace, class Rng, class Grads, ModelGroup Group>
+  void backward(const LayerContext<ExecSpace, Rng>& base, Workspace& ws, long rows, const Grads& grads,
+                Group& group) const {
+    check_group(group);
     MatrixRef<memory_space> gout(ws.grad_out.data(), rows, widths_[depth]);
     bool use_a = true;
     for_each_layer_reverse([&](auto& layer, auto i) {
@@ -127,14 +268,49 @@ class Sequential {
       ctx.layer = static_cast<std::uint32_t>(i);
       float* scratch = use_a ? ws.grad_a.data() : ws.grad_b.data();
       MatrixRef<memory_space> gin(scratch, i == 0 ? 0 : rows, i == 0 ? 0 : widths_[i]);
-      layer.backward(ctx, slice(params_, i), top(ws.act[i], rows), top(ws.act[i + 1], rows), gout, gin,
-                     slice(grads, i));
+      const MatrixRef<memory_space> x = top(ws.act[i], rows);
+      if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
+        const FeatureRange f = features_[i];
+        const auto params = slice(params_, i);
+        if (f.size() > 0)
+          layer.weight_gradients(ctx.space, x, Kokkos::subview(gout, Kokkos::ALL(), std::make_pair(f.begin, f.end)),
+                                 slice(grads, i));
+        if (i > 0) {
+          const MicroBatchRange own = layer.chunks_of(model_rank_, model_size_);
+          if (layer.chunks() == 1) {
+            // One chunk: its owner's partial is dx (no sum), shared with the group.
+            if (own.size() == 1) gemm_nt(ctx.space, gout, MatrixRef<memory_space>(params.data(), widths_[i], f.size()), gin);
+            if (model_size_ > 1) {
+              ctx.space.fence();
+              group.share(gin.data(), rows * widths_[i], 0);
+            }
+          } else {
+            const long n = rows * widths_[i];
+            const Matrix<memory_space> partials(ws.partials.data(), own.size(), n);
+            for (long c = own.begin; c < own.end; ++c)
+              layer.chunk_partial(ctx.space, params, f, static_cast<int>(c), gout,
+                                  MatrixRef<memory_space>(partials.data() + (c - own.begin) * n, rows, widths_[i]));
+            ctx.space.fence();
+            group.sum_input_gradient(partials, layer.chunks(), BufferRef<memory_space>(gin.data(), n));
+          }
+        }
+      } else {
+        layer.backward(ctx, slice(params_, i), x, top(ws.act[i + 1], rows), gout, gin, slice(grads, i));
+      }
       gout = gin;
       use_a = !use_a;
     });
   }
 
  private:
+  template <class G>
+  void check_group(const G& group) const {
+    if (group.model_size() != model_size_ || group.model_rank() != model_rank_)
+      throw config_error("reprosgd::Sequential: the model is shard " + std::to_string(model_rank_) + " of " +
+                         std::to_string(model_size_) + " but the model group says rank " +
+                         std::to_string(group.model_rank()) + " of " + std::to_string(group.model_size()) +
+                         " (call shard() with the group's rank and size)");
+  }
   template <class B>
   BufferRef<memory_space> slice(const B& buffer, std::size_t i) const {
     return BufferRef<memory_space>(buffer.data() + offsets_[i], offsets_[i + 1] - offsets_[i]);
@@ -163,7 +339,12 @@ class Sequential {
 
   std::tuple<Layers...> layers_;
   std::array<int, depth + 1> widths_{};
-  std::array<std::size_t, depth + 1> offsets_{};
+  std::array<std::size_t, depth + 1> offsets_{};            // of this object's (possibly sharded) buffer
+  std::array<std::size_t, depth + 1> canonical_offsets_{};  // of the whole model's buffer
+  std::array<FeatureRange, depth> features_{};              // the output features this object holds
+  std::array<std::vector<FeatureRange>, depth> ranges_{};   // every model rank's, for the gathers
+  int model_rank_ = 0;
+  int model_size_ = 1;
   Buffer<memory_space> params_;
 };
 

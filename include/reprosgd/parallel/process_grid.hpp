@@ -55,6 +55,13 @@ struct GridShape {
   /// The default for P ranks: pure data parallelism (P x 1), the fastest choice whenever one
   /// replica of the model and its optimizer state fits in one rank's memory.
   static constexpr GridShape default_for(int ranks) noexcept { return {ranks, 1}; }
+  /// The most square grid of `ranks` with P_data >= P_model (2 -> 2x1, 4 -> 2x2, 6 -> 3x2, 8 -> 4x2).
+  static constexpr GridShape balanced(int ranks) noexcept {
+    int model = 1;
+    for (int m = 1; m * m <= ranks; ++m)
+      if (ranks % m == 0) model = m;
+    return {ranks / model, model};
+  }
 
   /// "" when the shape fits `ranks` ranks, else the reason, naming the shapes that would.
   [[nodiscard]] std::string check(int ranks) const {
