@@ -14,6 +14,7 @@
 #endif
 #if REPROSGD_HAS_ULFM
 #include <reprosgd/parallel/ulfm_data_parallel.hpp>
+#include <reprosgd/parallel/ulfm_hybrid.hpp>
 #endif
 
 #include <CLI/CLI.hpp>
@@ -74,6 +75,7 @@ struct Config {
   std::string parallel = "data";
   std::string grid;
   int feature_chunk = reprosgd::default_feature_chunk;
+  long buddy_every = 50;
 };
 
 // Set when a peer process died during the run: Open MPI 5.0.x's MPI_Finalize can then hang on
@@ -254,6 +256,7 @@ int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTes
     o.stop_after = c.stop_after;
   }
   o.min_ranks = c.min_ranks;
+  o.buddy_every = c.buddy_every;
   using Space = typename Par::execution_space;
   Trainer<Par, PhiloxStream, PortableBinaryFormat, Fault> trainer(o, make_policy<Par>(c));
   // A job relaunched by scripts/relaunch.sh (REPROSGD_ATTEMPT > 1) does not die again on purpose.
@@ -389,13 +392,22 @@ int with_model_parallel(const Config& c, const reprosgd::TrainTest<Kokkos::HostS
   using namespace reprosgd;
   const std::string what = "train_mlp: --parallel " + c.parallel;
   if (c.reduction != "exact") throw config_error(what + " needs --reduction exact");
-  if (c.fault_tolerance != "abort")
-    throw config_error(what + " supports --fault-tolerance abort only in this version");
+  if (c.fault_tolerance == "restart")
+    throw config_error(what + " supports --fault-tolerance abort or shrink (not restart)");
+  if (c.fault_tolerance == "shrink" && c.format != "portable")
+    throw config_error(what + " --fault-tolerance shrink writes checkpoints in --format portable");
   if (c.backend != "default" && c.backend != Kokkos::DefaultHostExecutionSpace::name() &&
       !(c.backend == "openmp" && std::string(Kokkos::DefaultHostExecutionSpace::name()) == "OpenMP") &&
       !(c.backend == "threads" && std::string(Kokkos::DefaultHostExecutionSpace::name()) == "Threads"))
     throw config_error(what + " runs on the default backend (" + Kokkos::DefaultHostExecutionSpace::name() +
                        "), not --backend " + c.backend);
+  if (c.fault_tolerance == "shrink") {
+#if REPROSGD_HAS_ULFM
+    return with_policy<UlfmHybrid<Kokkos::DefaultHostExecutionSpace, Exact>, ShrinkAndContinue>(c, data);
+#else
+    throw config_error(what + " --fault-tolerance shrink needs an MPI with ULFM");
+#endif
+  }
 #if REPROSGD_HAS_MPI
   return with_policy<Hybrid<Kokkos::DefaultHostExecutionSpace, Exact>>(c, data);
 #else
@@ -481,6 +493,10 @@ int main(int argc, char** argv) {
   app.add_option("--feature-chunk", c.feature_chunk,
                  "output features per chunk of a Dense layer (the input gradient is an exact sum over chunks; part "
                  "of the model, not of the decomposition)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--buddy-every", c.buddy_every,
+                 "--parallel model|hybrid with --fault-tolerance shrink: steps between in-memory buddy snapshots of "
+                 "the shards")
       ->check(CLI::PositiveNumber);
   app.add_option("--min-ranks", c.min_ranks, "shrink: end with an error (and a checkpoint) below this many ranks")
       ->check(CLI::PositiveNumber);

@@ -16,6 +16,9 @@
 #include <reprosgd/data/keyed_permutation.hpp>
 #include <reprosgd/error.hpp>
 #include <reprosgd/fault/fault_injection.hpp>
+#if REPROSGD_HAS_MPI
+#include <reprosgd/fault/buddy_store.hpp>
+#endif
 #include <reprosgd/fault/policies.hpp>
 #include <reprosgd/kernels/loss.hpp>
 #include <reprosgd/kernels/views.hpp>
@@ -108,6 +111,10 @@ struct TrainerOptions {
   std::size_t keep_last = 3;    ///< checkpoints kept in checkpoint_dir
   long stop_after = 0;          ///< stop cleanly after this global step (as if interrupted); 0: never
   int min_ranks = 1;            ///< ShrinkAndContinue: fewer survivors than this end the run (with a checkpoint)
+  /// ShrinkAndContinue with a model-parallel policy: steps between the in-memory buddy snapshots
+  /// of every rank's shard (a lost rank's shard is restored from its buddy and the steps since
+  /// the snapshot are replayed; docs/parallelism.md).
+  long buddy_every = 50;
 };
 
 /**
@@ -147,6 +154,10 @@ class Trainer {
   using checkpoint_format = Ckpt;
   using fault_policy = Fault;
   static_assert(check_fault_policy<Fault, Par>());
+  /// Model parallelism under ShrinkAndContinue: shards are snapshotted to buddies every
+  /// options().buddy_every steps, restored from them after a failure, and the steps since replayed.
+  static constexpr bool buddy_snapshots = ShardedParallelism<Par> && RecoverableParallelism<Par> &&
+                                          Fault::on_process_failure == FailureAction::shrink_and_continue;
   static_assert(Reduction<reduction_type, Par>, "reprosgd::Trainer: Par::reduction_type is not a Reduction for Par");
   static_assert(std::is_same_v<memory_space, Kokkos::DefaultExecutionSpace::memory_space>,
                 "reprosgd::Trainer: the parallelism policy's execution space must use the default memory space "
@@ -177,6 +188,7 @@ class Trainer {
     if (o.keep_last < 1) return who + "keep_last must be >= 1";
     if (o.stop_after < 0) return who + "stop_after must be >= 0";
     if (o.min_ranks < 1) return who + "min_ranks must be >= 1, got " + std::to_string(o.min_ranks);
+    if (o.buddy_every < 1) return who + "buddy_every must be >= 1, got " + std::to_string(o.buddy_every);
     return {};
   }
 
@@ -307,14 +319,17 @@ class Trainer {
     if (schedule.kind == ScheduleKind::cosine && schedule.total_steps == 0) schedule.total_steps = total;
     schedule.check();
 
-    const long n_params = static_cast<long>(model.parameter_count());
+    long n_params = 0;  // this rank's parameters (its shard's: set again when a shrink re-shards)
     const execution_space space = par_.space();
 
     // What depends on the rank count; computed again after a shrink (ShrinkAndContinue).
     MicroBatchRange mine{};
     Kokkos::View<double*, Kokkos::HostSpace> mb_loss, mb_correct;
     auto lay_out = [&] {
+      if constexpr (requires { par_.set_max_replicas(M); }) par_.set_max_replicas(M);
+      if (is_shard(model) || ShardedParallelism<Par>) workspace_.reset(), eval_workspace_.reset();  // the shard may have changed
       mine = par_.micro_batch_range(M);
+      n_params = static_cast<long>(model.parameter_count());
       ensure_step_buffers(model, mine.size(), n_params, m);
       mb_loss = Kokkos::View<double*, Kokkos::HostSpace>("reprosgd::mb_loss", mine.size());
       mb_correct = Kokkos::View<double*, Kokkos::HostSpace>("reprosgd::mb_correct", mine.size());
@@ -327,8 +342,8 @@ class Trainer {
     FitResult result;
     result.steps = state.step;
     std::optional<KeyedPermutation> order;
-    double epoch_loss = 0.0, epoch_acc = 0.0;
-    std::uint64_t epoch_steps = 0;
+    // (step, loss, accuracy) of the steps completed in this epoch (a rollback drops the later ones).
+    std::vector<StepRecord> epoch_steps;
     auto epoch_start = std::chrono::steady_clock::now();
     Kokkos::View<double*, Kokkos::HostSpace> all_loss("reprosgd::all_loss", M), all_correct("reprosgd::all_correct", M);
 
@@ -341,6 +356,9 @@ class Trainer {
     bool stop = false;
     StepMetrics sm;
     std::optional<Recovery> recovery;  // a failure recovered from, reported after the next completed step
+    std::uint64_t replay_until = 0;    // after a rollback: the steps completed before the failure
+    Stage resume_stage = Stage::compute;  // ... and the stage it interrupted
+    if constexpr (buddy_snapshots) refresh_buddies(model, state);
 
     for (;;) {
       try {
@@ -392,18 +410,26 @@ class Trainer {
           ++state.step;
           result.steps = state.step;
           result.last_step = sm;
-          epoch_loss += sm.loss;
-          epoch_acc += sm.accuracy;
-          ++epoch_steps;
+          epoch_steps.push_back({sm.step, sm.loss, sm.accuracy});
           stop = false;
           stage = Stage::callbacks;
           if (recovery) {
             FailureEvent event = recovery->event;
             event.recovery_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - recovery->detected).count();
-            event.new_rank = par_.rank();
+            event.new_rank = world_rank();
             recovery.reset();
             result.failures.push_back(event);
             (call_failure(callbacks, event), ...);
+          }
+          if (replay_until > 0) {
+            // A step replayed after a rollback: its other stages ran before the failure.
+            if (state.step < replay_until) {
+              stage = Stage::compute;
+              continue;
+            }
+            replay_until = 0;
+            stage = resume_stage;
+            if (stage == Stage::compute) continue;
           }
         }
         const std::uint64_t done = state.step;  // steps completed, the last one being sm.step
@@ -416,8 +442,15 @@ class Trainer {
             EpochMetrics em;
             em.epoch = sm.epoch;
             em.step = done;
-            em.train_loss = epoch_loss / static_cast<double>(epoch_steps);
-            em.train_accuracy = epoch_acc / static_cast<double>(epoch_steps);
+            double loss_sum = 0.0, acc_sum = 0.0, counted = 0.0;
+            for (const StepRecord& r : epoch_steps)
+              if (r.step / static_cast<std::uint64_t>(spe) == sm.epoch) {
+                loss_sum += r.loss;
+                acc_sum += r.accuracy;
+                counted += 1.0;
+              }
+            em.train_loss = loss_sum / counted;
+            em.train_accuracy = acc_sum / counted;
             if (test && options_.evaluate_each_epoch) {
               em.evaluated = true;
               em.test = evaluate(model, *test);
@@ -428,8 +461,7 @@ class Trainer {
             ((stop = call_epoch(callbacks, em) || stop), ...);
             result.last_epoch = em;
             result.epochs = sm.epoch + 1;
-            epoch_loss = epoch_acc = 0.0;
-            epoch_steps = 0;
+            epoch_steps.clear();
             epoch_start = std::chrono::steady_clock::now();
           }
           stage = Stage::stop_vote;
@@ -443,6 +475,8 @@ class Trainer {
           stage = Stage::checkpoint;
         }
         // stage == Stage::checkpoint
+        if constexpr (buddy_snapshots)
+          if (done % static_cast<std::uint64_t>(options_.buddy_every) == 0) refresh_buddies(model, state);
         const bool last = static_cast<long>(done) == total;
         if (checkpoints && (last || stop ||
                             (options_.checkpoint_every > 0 && done % static_cast<std::uint64_t>(options_.checkpoint_every) == 0)))
@@ -466,8 +500,18 @@ class Trainer {
                                  failure.failed_ranks(), restart_code());
         } else {
           if (!recovery) recovery.emplace(Recovery{std::chrono::steady_clock::now(), {}});
+          const std::uint64_t completed = state.step;
           recover_from_failure(*recovery, state.step, static_cast<std::uint64_t>(stage), checkpoints, model, opt, state, train);
           lay_out();
+          if (state.step != completed) {
+            // Shards were restored from an older step: replay up to where the failure struck.
+            if (replay_until == 0) {
+              replay_until = completed;
+              resume_stage = stage;
+            }
+            stage = Stage::compute;
+            std::erase_if(epoch_steps, [&](const StepRecord& r) { return r.step >= state.step; });
+          }
         }
       }
     }
@@ -981,6 +1025,11 @@ class Trainer {
     }
   }
 
+  struct StepRecord {
+    std::uint64_t step;
+    double loss, accuracy;
+  };
+
   // A failure being recovered from: when it was detected and what is known of it so far.
   struct Recovery {
     std::chrono::steady_clock::time_point detected;
@@ -1004,13 +1053,13 @@ class Trainer {
    */
   template <class Model, Optimizer Opt, class Data>
   void recover_from_failure(Recovery& recovery, std::uint64_t step, std::uint64_t stage,
-                            std::optional<CheckpointManager<Ckpt>>& checkpoints, const Model& model, const Opt& opt,
-                            const TrainState<Opt, memory_space>& state, const Data& train)
+                            std::optional<CheckpointManager<Ckpt>>& checkpoints, Model& model, const Opt& opt,
+                            TrainState<Opt, memory_space>& state, const Data& train)
     requires RecoverableParallelism<Par>
   {
     FailureEvent& event = recovery.event;
     if (event.old_size == 0) {
-      event.old_size = par_.size();
+      event.old_size = world().size();
       event.step = step;
     }
     const auto repair_start = std::chrono::steady_clock::now();
@@ -1025,16 +1074,17 @@ class Trainer {
           throw comm_error("reprosgd::Trainer::fit: after losing ranks the survivors stand at different steps (" +
                            std::to_string(lowest / 8) + " to " + std::to_string(highest / 8) +
                            "); this is a bug in the fault-tolerance protocol: the run cannot continue reproducibly");
+        if constexpr (buddy_snapshots) restore_shards(event, step, checkpoints, model, opt, state, train);
         break;
       } catch (const process_failure&) {
         continue;  // another rank died during the repair: repair again
       }
     }
     std::sort(event.lost_ranks.begin(), event.lost_ranks.end());
-    event.new_size = par_.size();
-    event.new_rank = par_.rank();
+    event.new_size = world().size();
+    event.new_rank = world_rank();
     event.shrink_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - repair_start).count();
-    if (par_.size() < options_.min_ranks) {
+    if (world().size() < options_.min_ranks) {
       std::string saved = "no checkpoint directory is set";
       if (checkpoints) {
         save_during_fit(*checkpoints, model, opt, state, train);
@@ -1042,12 +1092,122 @@ class Trainer {
                 checkpoints->directory().string();
       }
       throw process_failure("reprosgd::Trainer::fit: lost rank(s) " + detail::rank_list(event.lost_ranks) + " at step " +
-                                std::to_string(step) + "; " + std::to_string(par_.size()) +
+                                std::to_string(step) + "; " + std::to_string(world().size()) +
                                 " rank(s) survive, fewer than min_ranks " + std::to_string(options_.min_ranks) + "; " +
                                 saved,
                             event.lost_ranks);
     }
   }
+
+  int world_rank() {
+    if constexpr (ShardedParallelism<Par>)
+      return par_.world_rank();
+    else
+      return par_.rank();
+  }
+
+  // This rank's shard as bytes: its parameters, then every optimizer state element in visit()
+  // order (buffers' floats, scalars' bytes). Host-accessible memory.
+  template <class Model, Optimizer Opt>
+  static std::vector<std::byte> shard_bytes(const Model& model, const TrainState<Opt, memory_space>& state) {
+    Kokkos::fence();
+    std::vector<std::byte> out;
+    auto put = [&](const void* p, std::size_t n) {
+      const auto* b = static_cast<const std::byte*>(p);
+      out.insert(out.end(), b, b + n);
+    };
+    put(model.parameters().data(), model.parameter_count() * sizeof(float));
+    state.optimizer.visit([&](const char*, const auto& x) {
+      if constexpr (Kokkos::is_view<std::remove_cvref_t<decltype(x)>>::value)
+        put(x.data(), x.extent(0) * sizeof(float));
+      else
+        put(&x, sizeof x);
+    });
+    return out;
+  }
+
+  // Place the shard bytes of model rank q (runs: its canonical_runs) into whole-model staging.
+  template <class Runs, class StagingT>
+  static void place_shard(const std::vector<std::byte>& bytes, const Runs& runs, StagingT& staging) {
+    std::size_t n_local = 0, at = 0;
+    for (const auto& r : runs) n_local += r.length;
+    auto floats = [&](const auto& whole) {
+      if (at + n_local * sizeof(float) > bytes.size()) throw comm_error("reprosgd::Trainer: a buddy snapshot is truncated");
+      for (const auto& r : runs) std::memcpy(whole.data() + r.canonical, bytes.data() + at + r.local * sizeof(float), r.length * sizeof(float));
+      at += n_local * sizeof(float);
+    };
+    floats(staging.params);
+    staging.state.visit([&](const char*, auto& x) {
+      if constexpr (Kokkos::is_view<std::remove_cvref_t<decltype(x)>>::value) {
+        if (x.extent(0) > 0) floats(x);
+      } else {
+        if (at + sizeof x > bytes.size()) throw comm_error("reprosgd::Trainer: a buddy snapshot is truncated");
+        std::memcpy(&x, bytes.data() + at, sizeof x);
+        at += sizeof x;
+      }
+    });
+    if (at != bytes.size()) throw comm_error("reprosgd::Trainer: a buddy snapshot has an unexpected size");
+  }
+
+#if REPROSGD_HAS_MPI
+  // Snapshot every rank's shard to its buddy (collective over the whole grid). The new copies
+  // replace the old ones only once every rank has them (an agreement), so a failure during the
+  // refresh leaves every survivor with the previous snapshot, all of one step.
+  template <class Model, Optimizer Opt>
+  void refresh_buddies(const Model& model, const TrainState<Opt, memory_space>& state) {
+    auto& w = world();
+    const std::vector<std::byte> mine = shard_bytes(model, state);
+    buddies_.prepare(w.comm(), mine, state.step, [&w](int rc, const char* who, const char* call) { w.check(rc, who, call); });
+    (void)par_.step_completed_everywhere(true);  // throws on every rank unless all prepared
+    buddies_.commit();
+    buddy_model_size_ = model.model_size();
+  }
+
+  // After a shrink: rebuild the whole model at the buddy snapshot's step from the survivors'
+  // copies (a lost shard from its buddy, or from another replica at the same model position),
+  // re-shard it over the new grid, and snapshot again; when a shard and all its copies are
+  // gone, resume from the newest disk checkpoint instead, and say so.
+  template <class Model, Optimizer Opt, class Data>
+  void restore_shards(FailureEvent& event, std::uint64_t step, std::optional<CheckpointManager<Ckpt>>& checkpoints,
+                      Model& model, const Opt& opt, TrainState<Opt, memory_space>& state, const Data& train) {
+    auto& w = world();
+    BuddyRecovery rec = buddies_.recover(w.comm(), [&w](int rc, const char* who, const char* call) { w.check(rc, who, call); });
+    const int members = static_cast<int>(rec.shards.size()), pm = buddy_model_size_;
+    bool complete = rec.missing.empty();
+    const bool from_replicas = !complete;
+    if (!complete) {
+      complete = true;
+      for (int id : rec.missing) {
+        for (int other = id % pm; other < members; other += pm)
+          if (!rec.shards[static_cast<std::size_t>(other)].empty()) {
+            rec.shards[static_cast<std::size_t>(id)] = rec.shards[static_cast<std::size_t>(other)];
+            break;
+          }
+        complete = complete && !rec.shards[static_cast<std::size_t>(id)].empty();
+      }
+    }
+    if (complete) {
+      Staging<Opt> staging(model, opt);
+      for (int q = 0; q < pm; ++q) place_shard(rec.shards[static_cast<std::size_t>(q)], model.canonical_runs(q, pm), staging);
+      shard(model);
+      commit(staging, rec.step, model, opt, state);
+      event.restored_from = from_replicas ? "replica" : "buddy";
+    } else {
+      std::string lost;
+      for (int id : rec.missing)
+        if (rec.shards[static_cast<std::size_t>(id)].empty()) lost += (lost.empty() ? "" : ",") + std::to_string(id);
+      const std::string why = "reprosgd::Trainer::fit: the shards of rank(s) " + lost + " were lost together with their buddies' copies";
+      if (!checkpoints) throw process_failure(why + " and no checkpoint directory is set to fall back to", event.lost_ranks);
+      const ResumeResult r = resume(*checkpoints, model, opt, state, train);
+      if (!r.resumed)
+        throw process_failure(why + " and " + checkpoints->directory().string() + " holds no usable checkpoint", event.lost_ranks);
+      event.restored_from = "checkpoint";
+    }
+    if (state.step > step) throw comm_error("reprosgd::Trainer::fit: restored a state newer than the failure");
+    event.resumed_from = state.step;
+    refresh_buddies(model, state);
+  }
+#endif
 
   // Write a checkpoint into the manager (save_checkpoint, and fit()'s own with the checkpoint
   // fault-injection point): gather the whole model (model parallel), then rank 0 writes and every
@@ -1100,6 +1260,10 @@ class Trainer {
   std::shared_ptr<const FailureSchedule> failures_;  // fault injection (tests, demos); null: none
   int failure_identity_ = 0;
   std::unique_ptr<WorkspaceBase> workspace_, eval_workspace_;
+#if REPROSGD_HAS_MPI
+  BuddyStore buddies_;        // model parallelism under ShrinkAndContinue: the shards' in-memory copies
+  int buddy_model_size_ = 1;  // P_model when they were taken
+#endif
   Matrix<memory_space> grads_;
   Buffer<memory_space> grad_sum_;
   Kokkos::View<float*, Kokkos::HostSpace> host_loss_;

@@ -33,6 +33,13 @@ struct BuddyRecovery {
   [[nodiscard]] bool complete() const noexcept { return missing.empty(); }
 };
 
+namespace detail {
+/// BuddyStore's MPI error handling unless the caller passes its own: comm_error.
+inline void buddy_default_check(int rc, const char* who, const char* call) {
+  if (rc != MPI_SUCCESS) mpi_check(rc, (std::string(who) + ": " + call).c_str());
+}
+}  // namespace detail
+
 /**
  * Checkpointing of critical data structures in memory (Amatya et al., EuroMPI 2017): when state is
  * sharded (model parallelism: each rank holds part of the parameters and optimizer state), a dead
@@ -45,7 +52,15 @@ struct BuddyRecovery {
  * their holder are listed in `missing`: the caller falls back to the newest disk checkpoint.
  *
  * Ids are the members' ranks in the communicator given to refresh() (stable across a shrink:
- * pass them as `my_id` to recover()). Memory: two shards per member. Errors: comm_error.
+ * pass them as `my_id` to recover()). Memory: two shards per member (four while a prepared
+ * refresh awaits commit()). Errors: comm_error, or whatever the optional `check` throws (a
+ * fault-tolerant policy passes its own, which turns a dead peer into process_failure).
+ *
+ * **Transactions.** A member may die during a refresh, after some members received their new
+ * copies and before others did. prepare() exchanges the new copies without touching the current
+ * snapshot; the caller agrees that every member succeeded (e.g. an MPIX_Comm_agree) and only then
+ * calls commit() everywhere. A failed refresh therefore leaves every survivor with the previous
+ * snapshot, all of the same step.
  *
  * **Example**:
  * @code
@@ -63,6 +78,14 @@ class BuddyStore {
    * @collective over `comm` @throws comm_error; config_error if the steps differ between members
    */
   void refresh(MPI_Comm comm, std::span<const std::byte> mine, std::uint64_t step) {
+    prepare(comm, mine, step);
+    commit();
+  }
+
+  /// The exchange of refresh() into a pending snapshot; the current one stays until commit().
+  /// `check(rc, who, call)` receives the return code of every MPI call. @collective over `comm`
+  template <class Check = decltype(&detail::buddy_default_check)>
+  void prepare(MPI_Comm comm, std::span<const std::byte> mine, std::uint64_t step, Check check = &detail::buddy_default_check) {
     int rank = 0, size = 1;
     detail::mpi_check(MPI_Comm_rank(comm, &rank), "reprosgd::BuddyStore::refresh: MPI_Comm_rank");
     detail::mpi_check(MPI_Comm_size(comm, &size), "reprosgd::BuddyStore::refresh: MPI_Comm_size");
@@ -71,26 +94,35 @@ class BuddyStore {
                          " bytes is larger than one MPI message (2^31-1 bytes)");
     // Every member must snapshot the same step: compare min and max in one MAX all-reduce.
     long long steps[2] = {static_cast<long long>(step), -static_cast<long long>(step)}, agreed[2] = {0, 0};
-    detail::mpi_check(MPI_Allreduce(steps, agreed, 2, MPI_LONG_LONG, MPI_MAX, comm),
-                      "reprosgd::BuddyStore::refresh: MPI_Allreduce");
+    check(MPI_Allreduce(steps, agreed, 2, MPI_LONG_LONG, MPI_MAX, comm), "reprosgd::BuddyStore::refresh",
+          "MPI_Allreduce");
     if (agreed[0] != -agreed[1])
       throw config_error("reprosgd::BuddyStore::refresh: the members snapshot different steps (this one " +
                          std::to_string(step) + ")");
     const int next = (rank + 1) % size, prev = (rank - 1 + size) % size;
-    own_.assign(mine.begin(), mine.end());
+    pending_own_.assign(mine.begin(), mine.end());
     long long my_bytes = static_cast<long long>(mine.size()), buddy_bytes = 0;
-    detail::mpi_check(MPI_Sendrecv(&my_bytes, 1, MPI_LONG_LONG, next, tag, &buddy_bytes, 1, MPI_LONG_LONG, prev, tag, comm,
-                                   MPI_STATUS_IGNORE),
-                      "reprosgd::BuddyStore::refresh: MPI_Sendrecv (sizes)");
-    buddy_.assign(static_cast<std::size_t>(buddy_bytes), std::byte{0});
-    detail::mpi_check(MPI_Sendrecv(own_.data(), static_cast<int>(my_bytes), MPI_BYTE, next, tag + 1, buddy_.data(),
-                                   static_cast<int>(buddy_bytes), MPI_BYTE, prev, tag + 1, comm, MPI_STATUS_IGNORE),
-                      "reprosgd::BuddyStore::refresh: MPI_Sendrecv (shards)");
-    id_ = rank;
-    buddy_id_ = prev;
-    members_ = size;
-    step_ = step;
+    check(MPI_Sendrecv(&my_bytes, 1, MPI_LONG_LONG, next, tag, &buddy_bytes, 1, MPI_LONG_LONG, prev, tag, comm,
+                       MPI_STATUS_IGNORE),
+          "reprosgd::BuddyStore::refresh", "MPI_Sendrecv (sizes)");
+    pending_buddy_.assign(static_cast<std::size_t>(buddy_bytes), std::byte{0});
+    check(MPI_Sendrecv(pending_own_.data(), static_cast<int>(my_bytes), MPI_BYTE, next, tag + 1, pending_buddy_.data(),
+                       static_cast<int>(buddy_bytes), MPI_BYTE, prev, tag + 1, comm, MPI_STATUS_IGNORE),
+          "reprosgd::BuddyStore::refresh", "MPI_Sendrecv (shards)");
+    pending_ = Meta{rank, prev, size, step, true};
+  }
+
+  /// Make the prepared snapshot current (local; call it on every member once all prepared).
+  void commit() {
+    if (!pending_.valid) throw config_error("reprosgd::BuddyStore::commit: nothing prepared");
+    own_.swap(pending_own_);
+    buddy_.swap(pending_buddy_);
+    id_ = pending_.id;
+    buddy_id_ = pending_.buddy_id;
+    members_ = pending_.members;
+    step_ = pending_.step;
     valid_ = true;
+    pending_ = Meta{};
   }
 
   [[nodiscard]] bool has_snapshot() const noexcept { return valid_; }
@@ -109,14 +141,15 @@ class BuddyStore {
    * @collective over `survivors` (each must hold a snapshot of the same step)
    * @throws config_error if a survivor has no snapshot or the snapshots' steps differ; comm_error
    */
-  [[nodiscard]] BuddyRecovery recover(MPI_Comm survivors) const {
+  template <class Check = decltype(&detail::buddy_default_check)>
+  [[nodiscard]] BuddyRecovery recover(MPI_Comm survivors, Check check = &detail::buddy_default_check) const {
     int n = 0;
     detail::mpi_check(MPI_Comm_size(survivors, &n), "reprosgd::BuddyStore::recover: MPI_Comm_size");
     // Each survivor announces: whether it has a snapshot, its step, its id, its buddy's id, members.
     long long mine[5] = {valid_ ? 1 : 0, static_cast<long long>(step_), id_, buddy_id_, members_};
     std::vector<long long> all(static_cast<std::size_t>(5 * n));
-    detail::mpi_check(MPI_Allgather(mine, 5, MPI_LONG_LONG, all.data(), 5, MPI_LONG_LONG, survivors),
-                      "reprosgd::BuddyStore::recover: MPI_Allgather");
+    check(MPI_Allgather(mine, 5, MPI_LONG_LONG, all.data(), 5, MPI_LONG_LONG, survivors), "reprosgd::BuddyStore::recover",
+          "MPI_Allgather");
     auto at = [&](int s, int f) { return all[static_cast<std::size_t>(5 * s + f)]; };
     for (int s = 0; s < n; ++s) {
       if (at(s, 0) == 0) throw config_error("reprosgd::BuddyStore::recover: a survivor has no snapshot (call refresh() first)");
@@ -147,19 +180,25 @@ class BuddyStore {
       }
       const std::vector<std::byte>& copy = from_buddy[static_cast<std::size_t>(id)] ? buddy_ : own_;
       long long bytes = me == src ? static_cast<long long>(copy.size()) : 0;
-      detail::mpi_check(MPI_Bcast(&bytes, 1, MPI_LONG_LONG, src, survivors), "reprosgd::BuddyStore::recover: MPI_Bcast");
+      check(MPI_Bcast(&bytes, 1, MPI_LONG_LONG, src, survivors), "reprosgd::BuddyStore::recover", "MPI_Bcast");
       std::vector<std::byte>& out = rec.shards[static_cast<std::size_t>(id)];
       out.resize(static_cast<std::size_t>(bytes));
       if (me == src) std::memcpy(out.data(), copy.data(), copy.size());
-      detail::mpi_check(MPI_Bcast(out.data(), static_cast<int>(bytes), MPI_BYTE, src, survivors),
-                        "reprosgd::BuddyStore::recover: MPI_Bcast");
+      check(MPI_Bcast(out.data(), static_cast<int>(bytes), MPI_BYTE, src, survivors), "reprosgd::BuddyStore::recover",
+            "MPI_Bcast");
     }
     return rec;
   }
 
  private:
+  struct Meta {
+    int id = 0, buddy_id = 0, members = 0;
+    std::uint64_t step = 0;
+    bool valid = false;
+  };
   static constexpr int tag = 0x5b0d;
-  std::vector<std::byte> own_, buddy_;
+  std::vector<std::byte> own_, buddy_, pending_own_, pending_buddy_;
+  Meta pending_;
   int id_ = 0, buddy_id_ = 0, members_ = 0;
   std::uint64_t step_ = 0;
   bool valid_ = false;

@@ -138,13 +138,15 @@ class Sequential {
    * for its biases; a replicated layer one run). Model rank 0 holds the replicated layers' runs;
    * other ranks list them too (their copies are equal). Pure function; not collective.
    */
-  [[nodiscard]] std::vector<Run> canonical_runs(int q) const {
+  [[nodiscard]] std::vector<Run> canonical_runs(int q) const { return canonical_runs(q, model_size_); }
+  /// canonical_runs() of model rank q in a group of p (whatever this object's own sharding).
+  [[nodiscard]] std::vector<Run> canonical_runs(int q, int p) const {
     std::vector<Run> runs;
     std::size_t local = 0;
     for_each_layer([&](auto& layer, auto i) {
       const std::size_t base = canonical_offsets_[i];
       if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
-        const FeatureRange f = layer.features_of(q, model_size_);
+        const FeatureRange f = layer.features_of(q, p);
         const auto nl = static_cast<std::size_t>(f.size()), out = static_cast<std::size_t>(widths_[i + 1]);
         if (nl == 0) return;
         const auto in = static_cast<std::size_t>(widths_[i]);

@@ -37,8 +37,11 @@ REPROSGD_BEGIN_NAMESPACE
  *
  * MPI receives host buffers: on a device backend the activations would need staging (or a
  * CUDA-aware MPI); this policy is for host memory, which the static_assert states.
+ *
+ * @tparam Comm the communicator wrapper whose error semantics apply (DataParallel: comm_error;
+ *         UlfmDataParallel: a dead peer revokes and throws process_failure).
  */
-template <class ExecSpace = Kokkos::DefaultExecutionSpace>
+template <class ExecSpace = Kokkos::DefaultExecutionSpace, class Comm = DataParallel<ExecSpace, Exact>>
 class MpiModelGroup {
   static_assert(Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible,
                 "reprosgd::MpiModelGroup: model parallelism exchanges activations through host memory");
@@ -51,7 +54,7 @@ class MpiModelGroup {
   [[nodiscard]] MPI_Comm comm() const noexcept { return comm_.comm(); }
   [[nodiscard]] const ExecSpace& space() const noexcept { return comm_.space(); }
   /// The group as a Parallelism (for the Exact chunk sums and the checkpoint gathers).
-  [[nodiscard]] DataParallel<ExecSpace, Exact>& parallelism() noexcept { return comm_; }
+  [[nodiscard]] Comm& parallelism() noexcept { return comm_; }
 
   /// Every rank's columns of a layer output into the whole output (rows x features). @collective
   template <class Full>
@@ -123,7 +126,7 @@ class MpiModelGroup {
   }
 
  private:
-  DataParallel<ExecSpace, Exact> comm_;
+  Comm comm_;
   Exact exact_{};
   Kokkos::View<float*, typename ExecSpace::memory_space> staging_;
 };
@@ -151,20 +154,25 @@ static_assert(ModelGroup<MpiModelGroup<>>);
  * reprosgd::Trainer<reprosgd::Hybrid<>> trainer(options, std::move(par));
  * auto state = trainer.start(model, adam);                      // shards the model
  * @endcode
+ *
+ * @tparam CommT the communicator wrapper of all three dimensions (DataParallel here;
+ *         UlfmHybrid uses UlfmDataParallel).
  */
-template <class ExecSpace = Kokkos::DefaultExecutionSpace, class Red = Exact>
-class Hybrid : public DataParallel<ExecSpace, Red> {
-  using base = DataParallel<ExecSpace, Red>;
+template <class ExecSpace, class Red, template <class, class> class CommT>
+class BasicHybrid : public CommT<ExecSpace, Red> {
+  using base = CommT<ExecSpace, Red>;
 
  public:
+  using model_group_type = MpiModelGroup<ExecSpace, CommT<ExecSpace, Exact>>;
+
   /**
    * @param shape P_data x P_model; must multiply to the communicator's size (checked and agreed
    *        on every rank before anything is split)
    * @throws config_error on every rank for a grid that does not fit; comm_error
    * @collective over `comm`
    */
-  explicit Hybrid(GridShape shape, MPI_Comm comm = MPI_COMM_WORLD, const ExecSpace& space = ExecSpace())
-      : Hybrid(ProcessGrid(comm, shape), comm, space) {}
+  explicit BasicHybrid(GridShape shape, MPI_Comm comm = MPI_COMM_WORLD, const ExecSpace& space = ExecSpace())
+      : BasicHybrid(ProcessGrid(comm, shape), comm, space) {}
 
   static constexpr const char* name() noexcept { return "hybrid"; }
 
@@ -173,22 +181,40 @@ class Hybrid : public DataParallel<ExecSpace, Red> {
   [[nodiscard]] int world_size() const noexcept { return world_.size(); }
   /// The whole grid as a Parallelism (configuration checks, checkpoint verdicts).
   [[nodiscard]] base& world() noexcept { return world_; }
-  [[nodiscard]] MpiModelGroup<ExecSpace>& model_group() noexcept { return *model_; }
+  [[nodiscard]] model_group_type& model_group() noexcept { return *model_; }
+  [[nodiscard]] const model_group_type& model_group() const noexcept { return *model_; }
 
   /// Logical AND over the whole grid. @collective
   [[nodiscard]] bool agree(bool flag) const { return world_.agree(flag); }
   void barrier() const { world_.barrier(); }
 
+ protected:
+  /// Split world() again as `shape` (after the world communicator changed). @collective over world()
+  void regrid(GridShape shape) {
+    ProcessGrid grid(world_.comm(), shape);
+    static_cast<base&>(*this) = base(grid.data_comm(), this->space());
+    model_ = std::make_unique<model_group_type>(grid.model_comm(), this->space());
+    shape_ = grid.shape();
+  }
+  [[nodiscard]] const base& world_policy() const noexcept { return world_; }
+
  private:
-  Hybrid(ProcessGrid grid, MPI_Comm comm, const ExecSpace& space)
+  BasicHybrid(ProcessGrid grid, MPI_Comm comm, const ExecSpace& space)
       : base(grid.data_comm(), space),
         world_(comm, space),
-        model_(std::make_unique<MpiModelGroup<ExecSpace>>(grid.model_comm(), space)),
+        model_(std::make_unique<model_group_type>(grid.model_comm(), space)),
         shape_(grid.shape()) {}
 
   base world_;
-  std::unique_ptr<MpiModelGroup<ExecSpace>> model_;  // stable address across moves
+  std::unique_ptr<model_group_type> model_;  // stable address across moves
   GridShape shape_;
+};
+
+/// Hybrid parallelism with MPI errors as comm_error (see BasicHybrid).
+template <class ExecSpace = Kokkos::DefaultExecutionSpace, class Red = Exact>
+class Hybrid : public BasicHybrid<ExecSpace, Red, DataParallel> {
+ public:
+  using BasicHybrid<ExecSpace, Red, DataParallel>::BasicHybrid;
 };
 
 /**

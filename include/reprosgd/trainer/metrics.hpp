@@ -5,6 +5,7 @@
 #include <reprosgd/config.hpp>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 REPROSGD_BEGIN_NAMESPACE
@@ -55,6 +56,12 @@ struct FailureEvent {
   int new_rank = 0;                    ///< this process's rank from now on
   double shrink_seconds = 0.0;         ///< wall time of the communicator repair (revoke, shrink, agree)
   double recovery_seconds = 0.0;       ///< from the failure's detection to the first completed step after it
+  /// Model parallelism: where the lost ranks' shards came from — "" (nothing was lost: data
+  /// parallelism, or another replica held them), "buddy" (in-memory buddy copies) or
+  /// "checkpoint" (their buddies were lost too: the newest disk checkpoint) — and the step training
+  /// rolled back to; steps [resumed_from, step) were replayed (same bits by determinism).
+  std::string restored_from;
+  std::uint64_t resumed_from = 0;
 };
 
 /// What fit() did.
