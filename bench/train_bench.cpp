@@ -3,7 +3,11 @@
 /// with momentum, and the peak memory of the process; JSON lines.
 ///
 ///   build/bench/train_bench [--micro-batch 128] [--steps 20] [--repeats 7] [--reduction exact|native]
-///                           [--kokkos-threads=N]            (under mpiexec -n P with MPI)
+///                           [--feature-chunk 64] [--kokkos-threads=N]   (under mpiexec -n P with MPI)
+///
+/// --feature-chunk sets the Dense layers' feature chunk: the input gradient is an Exact sum over
+/// chunks, so 64 (the default) costs 8 chunk GEMMs and grid passes per 512-wide layer, 512 one
+/// plain GEMM (a different model numerically: the chunk width is part of the model).
 #include <reprosgd/reprosgd.hpp>
 #include <reprosgd/reduction/native.hpp>
 #if REPROSGD_HAS_MPI
@@ -32,6 +36,7 @@ struct Args {
   long steps = 20;
   int repeats = 7;
   std::string reduction = "exact";
+  int feature_chunk = reprosgd::default_feature_chunk;
   bool smoke = false;
 };
 
@@ -54,9 +59,16 @@ int run(const Args& a) {
   const long warmup = a.smoke ? 1 : 3;
   const long total = warmup + steps * repeats;
   const auto data = make_synthetic_classification(1, static_cast<std::size_t>(batch * 50), 784, 10, {.separation = 0.2f});
-  Trainer<Par> trainer({.global_batch = batch, .micro_batch = mb, .steps = total, .seed = 1, .evaluate_each_epoch = false});
-  Sequential model{Dense{784, a.smoke ? 32 : 512}, ReLU{}, Dense{a.smoke ? 32 : 512, a.smoke ? 32 : 512}, ReLU{},
-                   Dense{a.smoke ? 32 : 512, 10}};
+  TrainerOptions o;
+  o.global_batch = batch;
+  o.micro_batch = mb;
+  o.steps = total;
+  o.seed = 1;
+  o.evaluate_each_epoch = false;
+  Trainer<Par> trainer(o);
+  const int h = a.smoke ? 32 : 512, fc = a.feature_chunk;
+  Sequential model{Dense{784, h, Init::he_normal, fc}, ReLU{}, Dense{h, h, Init::he_normal, fc}, ReLU{},
+                   Dense{h, 10, Init::he_normal, fc}};
   const Sgd sgd{{.lr = 0.01f, .momentum = 0.9f}};
   auto state = trainer.start(model, sgd);
   StepClock clock;
@@ -73,11 +85,12 @@ int run(const Args& a) {
   if (trainer.parallelism().rank() == 0)
     std::printf(
         "{\"bench\":\"train\",\"model\":\"%s\",\"batch\":%ld,\"micro_batch\":%ld,\"optimizer\":\"sgd-momentum\","
-        "\"backend\":\"%s\",\"threads\":%d,\"ranks\":%d,\"reduction\":\"%s\",\"samples_per_s\":%.1f,"
-        "\"samples_per_s_best\":%.1f,\"repeats\":%d,\"steps_per_repeat\":%ld,\"peak_rss_mib\":%.1f,\"git\":\"%s\"}\n",
+        "\"backend\":\"%s\",\"threads\":%d,\"ranks\":%d,\"reduction\":\"%s\",\"feature_chunk\":%d,"
+        "\"samples_per_s\":%.1f,\"samples_per_s_best\":%.1f,\"repeats\":%d,\"steps_per_repeat\":%ld,"
+        "\"peak_rss_mib\":%.1f,\"git\":\"%s\"}\n",
         a.smoke ? "784-32-32-10" : "784-512-512-10", batch, mb, Par::execution_space::name(),
         detail::concurrency(typename Par::execution_space()), trainer.parallelism().size(),
-        Par::reduction_type::name(), rates[rates.size() / 2], rates.back(), repeats, steps,
+        Par::reduction_type::name(), a.feature_chunk, rates[rates.size() / 2], rates.back(), repeats, steps,
         static_cast<double>(ru.ru_maxrss) / 1024.0, REPROSGD_GIT_SHA);
   return 0;
 }
@@ -98,10 +111,15 @@ int main(int argc, char** argv) {
     else if (s == "--steps") a.steps = std::atol(next().c_str());
     else if (s == "--repeats") a.repeats = std::atoi(next().c_str());
     else if (s == "--reduction") a.reduction = next();
+    else if (s == "--feature-chunk") a.feature_chunk = std::atoi(next().c_str());
     else if (s.rfind("--kokkos", 0) != 0) {
       std::fprintf(stderr, "train_bench: unknown option %s\n", s.c_str());
       return 2;
     }
+  }
+  if (a.feature_chunk <= 0) {
+    std::fprintf(stderr, "train_bench: --feature-chunk must be a positive integer\n");
+    return 2;
   }
   using Space = Kokkos::DefaultExecutionSpace;
 #if REPROSGD_HAS_MPI

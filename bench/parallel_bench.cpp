@@ -1,0 +1,303 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file End-to-end training throughput and memory per rank of a wide ReLU MLP under data, model
+/// and hybrid parallelism; one JSON line per run (printed by world rank 0).
+///
+///   mpiexec -n P build/bench/parallel_bench --parallel data|model|hybrid [--grid PDxPM]
+///       [--layers 784,4096,4096,10] [--batch 128] [--micro-batch 32] [--optimizer adam|sgd]
+///       [--feature-chunk 64] [--steps 5] [--repeats 5] [--kokkos-threads=N]
+///   build/bench/parallel_bench --smoke     (tiny model; data, model and hybrid in turn on the
+///                                           ranks it has, and their fingerprints must agree)
+///
+/// data is DataParallel<DefaultHostExecutionSpace, Exact> (every rank holds the whole model),
+/// model is Hybrid on the 1 x P grid, hybrid is Hybrid on --grid (default: as square as P allows).
+/// Timing as train_bench: the wall time at the end of every step (a callback), warm-up steps, then
+/// the median and the best of --repeats segments of --steps steps. Memory: the parameters and
+/// optimizer state buffers this rank holds (max over ranks), against the whole model's (what
+/// every rank holds under data parallelism), and the peak RSS (max over ranks). The fingerprint
+/// of the trained model is the same for every policy and grid (same seed, same steps).
+#include <reprosgd/reprosgd.hpp>
+#if REPROSGD_HAS_MPI
+#include <reprosgd/parallel/data_parallel.hpp>
+#include <reprosgd/parallel/hybrid.hpp>
+#include <reprosgd/parallel/mpi_environment.hpp>
+#endif
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#ifndef REPROSGD_GIT_SHA
+#define REPROSGD_GIT_SHA "unknown"
+#endif
+
+namespace {
+
+struct Args {
+  std::string layers = "784,4096,4096,10";
+  long batch = 128;
+  long micro_batch = 32;
+  std::string optimizer = "adam";
+  std::string parallel = "data";
+  std::string grid;
+  int feature_chunk = reprosgd::default_feature_chunk;
+  long steps = 5;
+  int repeats = 5;
+  long warmup = 3;
+  bool smoke = false;
+};
+
+// Records the wall time at the end of every step (as train_bench).
+struct StepClock {
+  std::vector<double> t;
+  bool on_step_end(const reprosgd::StepMetrics&) {
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count());
+    return false;
+  }
+};
+
+int world_rank() {
+#if REPROSGD_HAS_MPI
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+#else
+  return 0;
+#endif
+}
+int world_size() {
+#if REPROSGD_HAS_MPI
+  int p = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &p);
+  return p;
+#else
+  return 1;
+#endif
+}
+
+// Max (or min) over all ranks of the job.
+void reduce_all(std::vector<long long>& v, bool max) {
+#if REPROSGD_HAS_MPI
+  MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_LONG_LONG, max ? MPI_MAX : MPI_MIN,
+                MPI_COMM_WORLD);
+#else
+  (void)v;
+  (void)max;
+#endif
+}
+
+std::vector<int> parse_layers(const std::string& text) {
+  std::vector<int> w;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const int x = std::atoi(item.c_str());
+    if (x <= 0 || std::to_string(x) != item)
+      throw reprosgd::config_error("parallel_bench: --layers: '" + item + "' is not a positive integer");
+    w.push_back(x);
+  }
+  if (w.size() < 3 || w.size() > 5)
+    throw reprosgd::config_error("parallel_bench: --layers needs 3 to 5 widths (input, 1 to 3 hidden, output)");
+  return w;
+}
+std::string layers_text(const std::vector<int>& w) {
+  std::string s;
+  for (std::size_t i = 0; i < w.size(); ++i) s += (i ? "-" : "") + std::to_string(w[i]);
+  return s;
+}
+
+// H hidden (Dense, ReLU) blocks and an output Dense.
+template <std::size_t H>
+auto make_mlp(const std::vector<int>& w, int chunk) {
+  using namespace reprosgd;
+  auto hidden = [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return std::tuple_cat(std::make_tuple(Dense{w[I], w[I + 1], Init::he_normal, chunk}, ReLU{})...);
+  }(std::make_index_sequence<H>{});
+  auto all = std::tuple_cat(hidden, std::make_tuple(Dense{w[H], w[H + 1], Init::he_normal, chunk}));
+  return std::apply([](auto... layers) { return Sequential<decltype(layers)...>(layers...); }, all);
+}
+
+// One timed training run under `par`; prints its JSON line on world rank 0 and returns the
+// fingerprint of the trained model.
+template <class Par, class Model, class Opt>
+std::string run(const Args& a, const std::string& parallel, const std::string& grid, Par par, Model model,
+                const Opt& opt, const reprosgd::Dataset<Kokkos::HostSpace>& data, const std::string& model_text) {
+  using namespace reprosgd;
+  const long steps = a.smoke ? 2 : a.steps;
+  const int repeats = a.smoke ? 1 : a.repeats;
+  const long warmup = a.smoke ? 1 : a.warmup;
+  const long total = warmup + steps * repeats;
+  TrainerOptions o;
+  o.global_batch = a.batch;
+  o.micro_batch = a.micro_batch;
+  o.steps = total;
+  o.seed = 1;
+  o.evaluate_each_epoch = false;
+  Trainer<Par> trainer(o, std::move(par));
+  auto state = trainer.start(model, opt);  // a model-parallel policy makes `model` this rank's shard
+  StepClock clock;
+  trainer.fit(model, opt, state, data, clock);
+  std::vector<double> rates;
+  for (int r = 0; r < repeats; ++r) {
+    const double t0 = clock.t[static_cast<std::size_t>(warmup - 1 + r * steps)];
+    const double t1 = clock.t[static_cast<std::size_t>(warmup - 1 + (r + 1) * steps)];
+    rates.push_back(static_cast<double>(steps * a.batch) / (t1 - t0));
+  }
+  std::sort(rates.begin(), rates.end());
+
+  // Parameters and optimizer state buffers held by this rank (floats), and the number of state
+  // buffers per parameter (Adam 2, SGD with momentum 1).
+  long long floats = static_cast<long long>(model.parameter_count()), buffers = 0;
+  state.optimizer.visit([&](const char*, const auto& x) {
+    if constexpr (requires { x.extent(0); }) {
+      floats += static_cast<long long>(x.extent(0));
+      if (x.extent(0) > 0) ++buffers;
+    }
+  });
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::vector<long long> mx{floats * 4, static_cast<long long>(model.parameter_count()), ru.ru_maxrss, buffers};
+  std::vector<long long> mn{floats * 4};
+  reduce_all(mx, true);
+  reduce_all(mn, false);
+  const long long whole =
+      static_cast<long long>(model.canonical_parameter_count()) * (1 + mx[3]) * static_cast<long long>(sizeof(float));
+  const std::string fp = trainer.fingerprint(model, state).hex();  // collective: the whole model's
+  if (world_rank() == 0)
+    std::printf(
+        "{\"bench\":\"parallel\",\"model\":\"%s\",\"batch\":%ld,\"micro_batch\":%ld,\"optimizer\":\"%s\","
+        "\"feature_chunk\":%d,\"parallel\":\"%s\",\"grid\":\"%s\",\"ranks\":%d,\"backend\":\"%s\",\"threads\":%d,"
+        "\"samples_per_s\":%.2f,\"samples_per_s_best\":%.2f,\"step_ms\":%.1f,\"repeats\":%d,\"steps_per_repeat\":%ld,"
+        "\"warmup_steps\":%ld,\"params_per_rank\":%lld,\"params_whole\":%zu,\"state_bytes_per_rank\":%lld,"
+        "\"state_bytes_per_rank_min\":%lld,\"state_bytes_whole\":%lld,\"state_bytes_ratio\":%.4f,"
+        "\"peak_rss_mib\":%.1f,\"fingerprint\":\"%s\",\"git\":\"%s\"}\n",
+        model_text.c_str(), a.batch, a.micro_batch, opt.name(), a.feature_chunk, parallel.c_str(), grid.c_str(),
+        world_size(), Par::execution_space::name(), detail::concurrency(typename Par::execution_space()),
+        rates[rates.size() / 2], rates.back(), 1e3 * static_cast<double>(a.batch) / rates[rates.size() / 2], repeats,
+        steps, warmup, mx[1], model.canonical_parameter_count(), mx[0], mn[0], whole,
+        static_cast<double>(mx[0]) / static_cast<double>(whole), static_cast<double>(mx[2]) / 1024.0, fp.c_str(),
+        REPROSGD_GIT_SHA);
+  std::fflush(stdout);
+  return fp;
+}
+
+template <class Model, class Opt>
+int with_model(const Args& a, const Model& model, const Opt& opt, const std::string& model_text,
+               const reprosgd::Dataset<Kokkos::HostSpace>& data) {
+  using namespace reprosgd;
+  using Space = Kokkos::DefaultHostExecutionSpace;
+  const int p = world_size();
+#if REPROSGD_HAS_MPI
+  using Data = DataParallel<Space, Exact>;
+  using Grid = Hybrid<Space, Exact>;
+  auto one = [&](const std::string& parallel) {
+    if (parallel == "data") return run(a, parallel, GridShape{p, 1}.text(), Data{}, model, opt, data, model_text);
+    const GridShape g = parallel == "model" ? GridShape{1, p}
+                        : a.grid.empty()    ? GridShape::balanced(p)
+                                            : GridShape::parse(a.grid);
+    return run(a, parallel, g.text(), Grid(g), model, opt, data, model_text);
+  };
+  if (!a.smoke) {
+    (void)one(a.parallel);
+    return 0;
+  }
+  // Smoke: every policy on the ranks at hand; the trained models must be the same bits.
+  const std::string fd = one("data"), fm = one("model"), fh = one("hybrid");
+  if (fd != fm || fd != fh) {
+    if (world_rank() == 0)
+      std::fprintf(stderr, "parallel_bench: fingerprints differ: data %s, model %s, hybrid %s\n", fd.c_str(),
+                   fm.c_str(), fh.c_str());
+    return 1;
+  }
+  return 0;
+#else
+  if (a.parallel != "data")
+    throw config_error("parallel_bench: --parallel " + a.parallel + " needs a build with MPI");
+  (void)run(a, "data", "1x1", Serial<Space, Exact>{}, model, opt, data, model_text);
+  return 0;
+#endif
+}
+
+template <class Model>
+int with_optimizer(const Args& a, const Model& model, const std::string& model_text,
+                   const reprosgd::Dataset<Kokkos::HostSpace>& data) {
+  using namespace reprosgd;
+  if (a.optimizer == "sgd") return with_model(a, model, Sgd{{.lr = 0.01f, .momentum = 0.9f}}, model_text, data);
+  return with_model(a, model, Adam{{.lr = 1e-3f}}, model_text, data);
+}
+
+int bench(Args a) {
+  using namespace reprosgd;
+  if (a.smoke) {
+    // Two chunks per hidden layer, so a model-parallel run on 2+ ranks really splits them.
+    // Micro-batches of 4, at least one per rank.
+    a.layers = "784,96,96,10";
+    a.micro_batch = 4;
+    a.batch = 4L * std::max(4, world_size());
+  }
+  if (a.parallel != "data" && a.parallel != "model" && a.parallel != "hybrid")
+    throw config_error("parallel_bench: --parallel must be data, model or hybrid, got " + a.parallel);
+  if (!a.grid.empty() && a.parallel != "hybrid")
+    throw config_error("parallel_bench: --grid needs --parallel hybrid (data is Px1, model 1xP)");
+  if (a.optimizer != "adam" && a.optimizer != "sgd")
+    throw config_error("parallel_bench: --optimizer must be adam or sgd, got " + a.optimizer);
+  if (a.feature_chunk <= 0) throw config_error("parallel_bench: --feature-chunk must be positive");
+  if (a.steps <= 0 || a.repeats <= 0 || a.warmup <= 0)
+    throw config_error("parallel_bench: --steps, --repeats and --warmup must be positive");
+  const std::vector<int> w = parse_layers(a.layers);
+  const std::string text = layers_text(w);
+  const auto data = make_synthetic_classification(1, static_cast<std::size_t>(a.batch * 50), w.front(), w.back(),
+                                                  {.separation = 0.2f});
+  switch (w.size() - 2) {
+    case 1: return with_optimizer(a, make_mlp<1>(w, a.feature_chunk), text, data);
+    case 2: return with_optimizer(a, make_mlp<2>(w, a.feature_chunk), text, data);
+    default: return with_optimizer(a, make_mlp<3>(w, a.feature_chunk), text, data);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+#if REPROSGD_HAS_MPI
+  reprosgd::MpiEnvironment mpi(argc, argv);
+#endif
+  Kokkos::ScopeGuard kokkos(argc, argv);
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (s == "--smoke") a.smoke = true;
+    else if (s == "--layers") a.layers = next();
+    else if (s == "--batch") a.batch = std::atol(next().c_str());
+    else if (s == "--micro-batch") a.micro_batch = std::atol(next().c_str());
+    else if (s == "--optimizer") a.optimizer = next();
+    else if (s == "--parallel") a.parallel = next();
+    else if (s == "--grid") a.grid = next();
+    else if (s == "--feature-chunk") a.feature_chunk = std::atoi(next().c_str());
+    else if (s == "--steps") a.steps = std::atol(next().c_str());
+    else if (s == "--repeats") a.repeats = std::atoi(next().c_str());
+    else if (s == "--warmup") a.warmup = std::atol(next().c_str());
+    else if (s.rfind("--kokkos", 0) != 0) {
+      if (world_rank() == 0) std::fprintf(stderr, "parallel_bench: unknown option %s\n", s.c_str());
+      return 2;
+    }
+  }
+  try {
+    return bench(a);
+  } catch (const reprosgd::error& e) {
+    if (world_rank() == 0) std::fprintf(stderr, "parallel_bench: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    if (world_rank() == 0) std::fprintf(stderr, "parallel_bench: error: %s\n", e.what());
+    return 1;
+  }
+}
