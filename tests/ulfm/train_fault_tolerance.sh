@@ -20,6 +20,12 @@
 #                        resumes to the same fingerprint (the launcher's status is not checked:
 #                        Open MPI's exits 0 under --with-ft ulfm when every rank was killed)
 #     abort:SPEC         --fault-tolerance abort without --with-ft ulfm: the job ends non-zero, no hang
+#     fallback:SPEC      model parallelism, SPEC kills a rank and its buddy (the holder of its shard's
+#                        copy): the survivors fall back to the newest disk checkpoint, say so, and
+#                        still print the failure-free fingerprint
+# Model and hybrid parallelism (issue 6): FT_MODEL holds model options given to every run (e.g.
+# --feature-chunk 8), FT_PARALLEL the job's policy options (e.g. --parallel hybrid --grid 2x2
+# --buddy-every 5), FT_EXPECT a line the job must print (e.g. where the lost shards came from).
 # Every launch runs under `timeout`; running past it is a failure (a hang), and so is any
 # process of the run left behind afterwards.
 set -uo pipefail
@@ -38,7 +44,9 @@ token="reprosgd-ft-$$-$RANDOM"
 # FT_MICRO_BATCH: 8 (default) gives 12 micro-batches, 3+ rows per rank (Exact's int64 ring);
 # 16 gives 6, at most 2 rows per rank on 4 and 3 ranks (Exact's exchange of rows).
 args=(--data synthetic --synthetic-train 2000 --synthetic-test 400 --layers 784,48,10 --dropout 0.1
-      --optimizer adam --lr 0.002 --batch 96 --micro-batch "${FT_MICRO_BATCH:-8}" --steps 30 --seed 5 --threads 1)
+      --optimizer adam --lr 0.002 --batch 96 --micro-batch "${FT_MICRO_BATCH:-8}" --steps 30 --seed 5 --threads 1
+      ${FT_MODEL:-})
+read -r -a parallel_args <<<"${FT_PARALLEL:-}"
 fail() { echo "FAIL: $*"; exit 1; }
 
 ref=$("$exe" "${args[@]}" --quiet | tail -n 1)
@@ -75,7 +83,7 @@ check_leftovers() {
 
 # The run's token is in the metrics file's name, so every process of the run carries it.
 metrics=$work/metrics-$token.jsonl
-ft_args=("${args[@]}" --metrics "$metrics")
+ft_args=("${args[@]}" "${parallel_args[@]}" --metrics "$metrics")
 
 # resumes_to_ref CHECKPOINT: a single process resumes from it and reaches the reference.
 resumes_to_ref() {
@@ -85,11 +93,12 @@ resumes_to_ref() {
   [[ $got == "$ref" ]]
 }
 
-failures_expected=$(awk -F, '{print NF}' <<<"$spec")
+# One failure event per step at which ranks die (ranks dying at the same step are one event).
+failures_expected=$(tr ',' '\n' <<<"$spec" | sed 's/^[0-9]*@//; s/:.*//' | sort -u | wc -l)
 case $kind in
-  shrink | checkpoint)
+  shrink | checkpoint | fallback)
     extra=()
-    [[ $kind == checkpoint ]] && extra=(--checkpoint-dir "$work/ckpt" --checkpoint-every 5)
+    [[ $kind != shrink ]] && extra=(--checkpoint-dir "$work/ckpt" --checkpoint-every 5)
     run_job "$work/out" "${launcher[@]}" -n 4 --with-ft ulfm "$exe" "${ft_args[@]}" "${extra[@]}" \
       --fault-tolerance shrink --inject-failure "$spec"
     rc=$?
@@ -104,6 +113,12 @@ case $kind in
     [[ $n == "$failures_expected" ]] || fail "expected $failures_expected failure events in the metrics, got $n"
     n=$(grep -c '"event":"step"' "$metrics")
     [[ $n == 30 ]] || fail "expected one metrics line per step (30), got $n"
+    if [[ -n ${FT_EXPECT:-} ]]; then
+      grep -q -- "$FT_EXPECT" "$work/out" || fail "expected a line matching '$FT_EXPECT'"
+    fi
+    if [[ $kind == fallback ]]; then
+      grep -q 'fell back to the newest disk checkpoint' "$work/out" || fail "no line says the run fell back to the disk checkpoint"
+    fi
     if [[ $kind == checkpoint ]]; then
       ls -A "$work/ckpt"
       if ls -A "$work/ckpt" | grep -q '\.tmp\.'; then fail "a temporary checkpoint file was left behind"; fi

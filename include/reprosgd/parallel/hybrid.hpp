@@ -188,6 +188,19 @@ class BasicHybrid : public CommT<ExecSpace, Red> {
   [[nodiscard]] bool agree(bool flag) const { return world_.agree(flag); }
   void barrier() const { world_.barrier(); }
 
+  /// Fault injection (DataParallel::inject_failures): the `allreduce` point is reached by the
+  /// model group's input-gradient sums as well as by the gradient reduction across replicas.
+  void inject_failures(const FailureSchedule* schedule, int identity) noexcept {
+    schedule_ = schedule;
+    identity_ = identity;
+    base::inject_failures(schedule, identity);
+    model_->parallelism().inject_failures(schedule, identity);
+  }
+  void set_failure_step(std::uint64_t step) noexcept {
+    base::set_failure_step(step);
+    model_->parallelism().set_failure_step(step);
+  }
+
  protected:
   /// Split world() again as `shape` (after the world communicator changed). @collective over world()
   void regrid(GridShape shape) {
@@ -195,6 +208,7 @@ class BasicHybrid : public CommT<ExecSpace, Red> {
     static_cast<base&>(*this) = base(grid.data_comm(), this->space());
     model_ = std::make_unique<model_group_type>(grid.model_comm(), this->space());
     shape_ = grid.shape();
+    inject_failures(schedule_, identity_);
   }
   [[nodiscard]] const base& world_policy() const noexcept { return world_; }
 
@@ -208,6 +222,8 @@ class BasicHybrid : public CommT<ExecSpace, Red> {
   base world_;
   std::unique_ptr<model_group_type> model_;  // stable address across moves
   GridShape shape_;
+  const FailureSchedule* schedule_ = nullptr;
+  int identity_ = 0;
 };
 
 /// Hybrid parallelism with MPI errors as comm_error (see BasicHybrid).
