@@ -48,5 +48,11 @@ expect 4 "training diverged" --data synthetic --synthetic-train 256 --synthetic-
 expect 2 "--backend" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --backend cuda
 expect 2 "--optimizer" --data synthetic "${small[@]}" --optimizer rmsprop
 expect 2 "Dropout: p must be in [0, 1), got 1.5" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --dropout 1.5
+# Model and hybrid parallelism options (checked before any data is read or rank is split).
+expect 2 "train_mlp: error: --feature-chunk: Value 0 not in range" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --feature-chunk 0
+expect 2 "train_mlp: error: --feature-chunk: Value -3 not in range" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --feature-chunk -3
+expect 2 "train_mlp: error: --parallel model needs --reduction exact" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --parallel model --reduction native
+expect 2 'train_mlp: error: reprosgd::GridShape::parse: "2x" is not a grid (expected PDxPM with positive integers, e.g. 2x2)' --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --parallel hybrid --grid 2x
+expect 2 '"0x1" is not a grid' --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --parallel hybrid --grid 0x1
 echo "$((cases - fails)) passed, $fails failed"
 [ $fails -eq 0 ]

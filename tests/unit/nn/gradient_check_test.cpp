@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// @file Finite-difference checks (central differences, loss accumulated in double) of every layer's
-/// backward pass (parameter and input gradients) and of both losses.
+/// backward pass (parameter and input gradients, Dense with one and with several feature chunks)
+/// and of both losses.
 #include <doctest/doctest.h>
 
 #include <reprosgd/kernels/loss.hpp>
@@ -85,6 +86,18 @@ void check_layer(const L& layer, int in_width, float input_scale, const std::str
 TEST_SUITE("nn/gradient_check") {
   TEST_CASE("Dense") { check_layer(reprosgd::Dense{6, 4}, 6, 1.0f, "dense he"); }
   TEST_CASE("Dense, Xavier") { check_layer(reprosgd::Dense{3, 7, reprosgd::Init::xavier_uniform}, 3, 1.0f, "dense xavier"); }
+  // Several feature chunks: dx is the Exact sum of the chunks' float partials, not one GEMM.
+  TEST_CASE("Dense, several feature chunks") {
+    const reprosgd::Dense he{6, 20, reprosgd::Init::he_normal, 8};
+    REQUIRE(he.chunks() == 3);  // 8 + 8 + 4 features
+    check_layer(he, 6, 1.0f, "dense he, 3 chunks of 8");
+    const reprosgd::Dense xavier{5, 9, reprosgd::Init::xavier_uniform, 4};
+    REQUIRE(xavier.chunks() == 3);  // 4 + 4 + 1 features
+    check_layer(xavier, 5, 1.0f, "dense xavier, 3 chunks of 4");
+    const reprosgd::Dense ones{4, 6, reprosgd::Init::he_normal, 1};
+    REQUIRE(ones.chunks() == 6);
+    check_layer(ones, 4, 1.0f, "dense he, 6 chunks of 1");
+  }
   TEST_CASE("ReLU") { check_layer(reprosgd::ReLU{}, 8, 1.0f, "relu"); }
   TEST_CASE("Tanh") { check_layer(reprosgd::Tanh{}, 8, 2.0f, "tanh"); }
   TEST_CASE("Sigmoid") { check_layer(reprosgd::Sigmoid{}, 8, 3.0f, "sigmoid"); }
