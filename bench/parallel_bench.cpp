@@ -5,6 +5,7 @@
 ///   mpiexec -n P build/bench/parallel_bench --parallel data|model|hybrid [--grid PDxPM]
 ///       [--layers 784,4096,4096,10] [--batch 128] [--micro-batch 32] [--optimizer adam|sgd]
 ///       [--feature-chunk 64] [--steps 5] [--repeats 5] [--kokkos-threads=N]
+///       [--fault-tolerance none|shrink] [--buddy-every 50]
 ///   build/bench/parallel_bench --smoke     (tiny model; data, model and hybrid in turn on the
 ///                                           ranks it has, and their fingerprints must agree)
 ///
@@ -15,11 +16,22 @@
 /// optimizer state buffers this rank holds (max over ranks), against the whole model's (what
 /// every rank holds under data parallelism), and the peak RSS (max over ranks). The fingerprint
 /// of the trained model is the same for every policy and grid (same seed, same steps).
+///
+/// --fault-tolerance shrink (model and hybrid; a build with ULFM, launched with
+/// mpiexec --with-ft ulfm) trains with UlfmHybrid and ShrinkAndContinue, so the Trainer snapshots
+/// every rank's shard to its buddy at the start of fit() (before the timing) and every
+/// --buddy-every steps (TrainerOptions::buddy_every): the failure-free cost of being ready to lose
+/// a rank. Instantiated for the 2-hidden-layer model (4 widths) with Adam only (compile time).
+/// The JSON then also gives the mean rate over all timed steps (refreshes included) and the
+/// median time of the steps that carried a refresh against the others.
 #include <reprosgd/reprosgd.hpp>
 #if REPROSGD_HAS_MPI
 #include <reprosgd/parallel/data_parallel.hpp>
 #include <reprosgd/parallel/hybrid.hpp>
 #include <reprosgd/parallel/mpi_environment.hpp>
+#endif
+#if REPROSGD_HAS_ULFM
+#include <reprosgd/parallel/ulfm_hybrid.hpp>
 #endif
 
 #include <sys/resource.h>
@@ -33,6 +45,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -54,6 +67,8 @@ struct Args {
   int repeats = 5;
   long warmup = 3;
   bool smoke = false;
+  std::string fault_tolerance = "none";
+  long buddy_every = 50;
 };
 
 // Records the wall time at the end of every step (as train_bench).
@@ -109,6 +124,13 @@ std::vector<int> parse_layers(const std::string& text) {
     throw reprosgd::config_error("parallel_bench: --layers needs 3 to 5 widths (input, 1 to 3 hidden, output)");
   return w;
 }
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 std::string layers_text(const std::vector<int>& w) {
   std::string s;
   for (std::size_t i = 0; i < w.size(); ++i) s += (i ? "-" : "") + std::to_string(w[i]);
@@ -126,9 +148,9 @@ auto make_mlp(const std::vector<int>& w, int chunk) {
   return std::apply([](auto... layers) { return Sequential<decltype(layers)...>(layers...); }, all);
 }
 
-// One timed training run under `par`; prints its JSON line on world rank 0 and returns the
-// fingerprint of the trained model.
-template <class Par, class Model, class Opt>
+// One timed training run under `par` (with the fault policy `Fault`); prints its JSON line on
+// world rank 0 and returns the fingerprint of the trained model.
+template <class Fault = reprosgd::Abort, class Par, class Model, class Opt>
 std::string run(const Args& a, const std::string& parallel, const std::string& grid, Par par, Model model,
                 const Opt& opt, const reprosgd::Dataset<Kokkos::HostSpace>& data, const std::string& model_text) {
   using namespace reprosgd;
@@ -142,7 +164,9 @@ std::string run(const Args& a, const std::string& parallel, const std::string& g
   o.steps = total;
   o.seed = 1;
   o.evaluate_each_epoch = false;
-  Trainer<Par> trainer(o, std::move(par));
+  o.buddy_every = a.buddy_every;
+  using T = Trainer<Par, PhiloxStream, PortableBinaryFormat, Fault>;
+  T trainer(o, std::move(par));
   auto state = trainer.start(model, opt);  // a model-parallel policy makes `model` this rank's shard
   StepClock clock;
   trainer.fit(model, opt, state, data, clock);
@@ -153,6 +177,34 @@ std::string run(const Args& a, const std::string& parallel, const std::string& g
     rates.push_back(static_cast<double>(steps * a.batch) / (t1 - t0));
   }
   std::sort(rates.begin(), rates.end());
+  // The mean rate over all timed steps (a refresh every buddy_every steps falls in some segments
+  // only, which the median segment may skip), and the step intervals that carried a buddy
+  // refresh: the refresh after step s (s % buddy_every == 0 steps done) runs between the clock
+  // entries s-1 and s.
+  const double first = clock.t[static_cast<std::size_t>(warmup - 1)], last = clock.t.back();
+  const double mean_rate = static_cast<double>(steps * repeats * a.batch) / (last - first);
+  std::vector<double> plain_ms, refresh_ms;
+  for (long k = warmup; k < total; ++k) {
+    const double ms = 1e3 * (clock.t[static_cast<std::size_t>(k)] - clock.t[static_cast<std::size_t>(k - 1)]);
+    (T::buddy_snapshots && k % a.buddy_every == 0 ? refresh_ms : plain_ms).push_back(ms);
+  }
+  const double plain = median_of(plain_ms), refresh = median_of(refresh_ms);
+  auto num = [](bool valid, const char* format, double x) {  // a JSON number, or null
+    char b[64] = "null";
+    if (valid) std::snprintf(b, sizeof b, format, x);
+    return std::string(b);
+  };
+  const bool both = !plain_ms.empty() && !refresh_ms.empty();
+  char ft[512];
+  if constexpr (T::buddy_snapshots)
+    std::snprintf(ft, sizeof ft,
+                  "\"fault_tolerance\":\"shrink\",\"buddy_every\":%ld,\"refreshes_timed\":%zu,\"plain_step_ms\":%s,"
+                  "\"refresh_step_ms\":%s,\"refresh_extra_ms\":%s,\"refresh_overhead_est\":%s,",
+                  a.buddy_every, refresh_ms.size(), num(!plain_ms.empty(), "%.2f", plain).c_str(),
+                  num(!refresh_ms.empty(), "%.2f", refresh).c_str(), num(both, "%.2f", refresh - plain).c_str(),
+                  num(both, "%.4f", (refresh - plain) / (static_cast<double>(a.buddy_every) * plain)).c_str());
+  else
+    std::snprintf(ft, sizeof ft, "\"fault_tolerance\":\"none\",\"plain_step_ms\":%.2f,", plain);
 
   // Parameters and optimizer state buffers held by this rank (floats), and the number of state
   // buffers per parameter (Adam 2, SGD with momentum 1).
@@ -176,19 +228,22 @@ std::string run(const Args& a, const std::string& parallel, const std::string& g
     std::printf(
         "{\"bench\":\"parallel\",\"model\":\"%s\",\"batch\":%ld,\"micro_batch\":%ld,\"optimizer\":\"%s\","
         "\"feature_chunk\":%d,\"parallel\":\"%s\",\"grid\":\"%s\",\"ranks\":%d,\"backend\":\"%s\",\"threads\":%d,"
-        "\"samples_per_s\":%.2f,\"samples_per_s_best\":%.2f,\"step_ms\":%.1f,\"repeats\":%d,\"steps_per_repeat\":%ld,"
-        "\"warmup_steps\":%ld,\"params_per_rank\":%lld,\"params_whole\":%zu,\"state_bytes_per_rank\":%lld,"
+        "\"samples_per_s\":%.2f,\"samples_per_s_best\":%.2f,\"samples_per_s_mean\":%.2f,\"step_ms\":%.1f,"
+        "\"repeats\":%d,\"steps_per_repeat\":%ld,\"warmup_steps\":%ld,%s\"params_per_rank\":%lld,\"params_whole\":%zu,\"state_bytes_per_rank\":%lld,"
         "\"state_bytes_per_rank_min\":%lld,\"state_bytes_whole\":%lld,\"state_bytes_ratio\":%.4f,"
         "\"peak_rss_mib\":%.1f,\"fingerprint\":\"%s\",\"git\":\"%s\"}\n",
         model_text.c_str(), a.batch, a.micro_batch, opt.name(), a.feature_chunk, parallel.c_str(), grid.c_str(),
         world_size(), Par::execution_space::name(), detail::concurrency(typename Par::execution_space()),
-        rates[rates.size() / 2], rates.back(), 1e3 * static_cast<double>(a.batch) / rates[rates.size() / 2], repeats,
-        steps, warmup, mx[1], model.canonical_parameter_count(), mx[0], mn[0], whole,
+        rates[rates.size() / 2], rates.back(), mean_rate, 1e3 * static_cast<double>(a.batch) / rates[rates.size() / 2],
+        repeats, steps, warmup, ft, mx[1], model.canonical_parameter_count(), mx[0], mn[0], whole,
         static_cast<double>(mx[0]) / static_cast<double>(whole), static_cast<double>(mx[2]) / 1024.0, fp.c_str(),
         REPROSGD_GIT_SHA);
   std::fflush(stdout);
   return fp;
 }
+
+// The one model type the shrink variant is instantiated for.
+using Mlp2 = decltype(make_mlp<2>(std::vector<int>{}, 0));
 
 template <class Model, class Opt>
 int with_model(const Args& a, const Model& model, const Opt& opt, const std::string& model_text,
@@ -204,6 +259,18 @@ int with_model(const Args& a, const Model& model, const Opt& opt, const std::str
     const GridShape g = parallel == "model" ? GridShape{1, p}
                         : a.grid.empty()    ? GridShape::balanced(p)
                                             : GridShape::parse(a.grid);
+    if (a.fault_tolerance == "shrink") {
+#if REPROSGD_HAS_ULFM
+      // Only this model and optimizer type: every Trainer instantiation costs compile time.
+      if constexpr (std::is_same_v<Model, Mlp2> && std::is_same_v<Opt, Adam>)
+        return run<ShrinkAndContinue>(a, parallel, g.text(), UlfmHybrid<Space, Exact>(g), model, opt, data, model_text);
+      else
+        throw config_error("parallel_bench: --fault-tolerance shrink is built for --optimizer adam and 4 --layers "
+                           "widths (2 hidden layers) only");
+#else
+      throw config_error("parallel_bench: --fault-tolerance shrink needs an MPI with ULFM");
+#endif
+    }
     return run(a, parallel, g.text(), Grid(g), model, opt, data, model_text);
   };
   if (!a.smoke) {
@@ -250,6 +317,12 @@ int bench(Args a) {
     throw config_error("parallel_bench: --grid needs --parallel hybrid (data is Px1, model 1xP)");
   if (a.optimizer != "adam" && a.optimizer != "sgd")
     throw config_error("parallel_bench: --optimizer must be adam or sgd, got " + a.optimizer);
+  if (a.fault_tolerance != "none" && a.fault_tolerance != "shrink")
+    throw config_error("parallel_bench: --fault-tolerance must be none or shrink, got " + a.fault_tolerance);
+  if (a.fault_tolerance == "shrink" && a.parallel == "data" && !a.smoke)
+    throw config_error("parallel_bench: --fault-tolerance shrink needs --parallel model or hybrid (buddy snapshots "
+                       "are for sharded state; bench/recovery_bench.sh measures data parallelism's)");
+  if (a.buddy_every <= 0) throw config_error("parallel_bench: --buddy-every must be positive");
   if (a.feature_chunk <= 0) throw config_error("parallel_bench: --feature-chunk must be positive");
   if (a.steps <= 0 || a.repeats <= 0 || a.warmup <= 0)
     throw config_error("parallel_bench: --steps, --repeats and --warmup must be positive");
@@ -286,6 +359,8 @@ int main(int argc, char** argv) {
     else if (s == "--steps") a.steps = std::atol(next().c_str());
     else if (s == "--repeats") a.repeats = std::atoi(next().c_str());
     else if (s == "--warmup") a.warmup = std::atol(next().c_str());
+    else if (s == "--fault-tolerance") a.fault_tolerance = next();
+    else if (s == "--buddy-every") a.buddy_every = std::atol(next().c_str());
     else if (s.rfind("--kokkos", 0) != 0) {
       if (world_rank() == 0) std::fprintf(stderr, "parallel_bench: unknown option %s\n", s.c_str());
       return 2;
