@@ -493,7 +493,7 @@ int main(int argc, char** argv) {
   app.add_option("--feature-chunk", c.feature_chunk,
                  "output features per chunk of a Dense layer (the input gradient is an exact sum over chunks; part "
                  "of the model, not of the decomposition)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--buddy-every", c.buddy_every,
                  "--parallel model|hybrid with --fault-tolerance shrink: steps between in-memory buddy snapshots of "
                  "the shards")

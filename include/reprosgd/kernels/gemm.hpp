@@ -47,13 +47,27 @@ inline std::string shape_string(std::size_t rows, std::size_t cols) {
   return std::to_string(rows) + "x" + std::to_string(cols);
 }
 
+/// One past the last element a rank-1 or row-major rank-2 View touches, in elements from data().
+/// (Not span(): for a column block of a row-major matrix, Kokkos's span() counts a whole row
+/// stride for the last row, reaching past the block's last element.)
+template <class V>
+std::size_t touched_extent(const V& v) {
+  if constexpr (static_cast<int>(V::rank) == 2) {
+    if (v.extent(0) == 0 || v.extent(1) == 0) return 0;
+    return (v.extent(0) - 1) * v.stride(0) + v.extent(1);
+  } else {
+    return v.extent(0) == 0 ? 0 : (v.extent(0) - 1) * v.stride(0) + 1;
+  }
+}
+
 template <class X, class Y>
 bool views_overlap(const X& x, const Y& y) {
-  if (x.span() == 0 || y.span() == 0) return false;
+  const std::size_t nx = touched_extent(x), ny = touched_extent(y);
+  if (nx == 0 || ny == 0) return false;
   const auto x0 = reinterpret_cast<std::uintptr_t>(x.data());
   const auto y0 = reinterpret_cast<std::uintptr_t>(y.data());
-  const auto x1 = x0 + x.span() * sizeof(float);
-  const auto y1 = y0 + y.span() * sizeof(float);
+  const auto x1 = x0 + nx * sizeof(float);
+  const auto y1 = y0 + ny * sizeof(float);
   return x0 < y1 && y0 < x1;
 }
 

@@ -414,6 +414,19 @@ TEST_CASE("shape errors name the operation and both shapes") {
   CHECK_THROWS_WITH_AS(reprosgd::gemm_tn(sq2, Kokkos::subview(sq, std::make_pair(0, 64), Kokkos::ALL), sq),
                        "reprosgd::gemm_tn: C overlaps B (the result must not alias an input)",
                        reprosgd::config_error);
+  // A column block of a row-major matrix ends at its last row's last column, not a whole row
+  // stride later: a result stored right after the parent matrix does not overlap it (a false
+  // positive here once made Dense::chunk_partial throw, depending on where memory landed).
+  Kokkos::View<float*, Kokkos::HostSpace> buffer("buffer", 6 * 20 + 6 * 4);
+  using unmanaged = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  const unmanaged gy(buffer.data(), 6, 20), after(buffer.data() + 6 * 20, 6, 4);
+  host_matrix w4("w4", 4, 4);
+  const auto block = Kokkos::subview(gy, Kokkos::ALL, std::make_pair(16, 20));
+  CHECK_NOTHROW(reprosgd::gemm_nt(block, w4, after));
+  // ... while a result starting inside the block's last row still does.
+  const unmanaged inside(buffer.data() + 5 * 20 + 17, 1, 4);
+  CHECK_THROWS_WITH_AS(reprosgd::gemm_nt(Kokkos::subview(block, std::make_pair(5, 6), Kokkos::ALL), w4, inside),
+                       "reprosgd::gemm_nt: C overlaps A (the result must not alias an input)", reprosgd::config_error);
 }
 
 }  // TEST_SUITE
