@@ -422,7 +422,9 @@ int run(const Config& c) {
   if (!c.grid.empty() && c.parallel != "hybrid")
     throw config_error("train_mlp: --grid " + c.grid + " needs --parallel hybrid (data is " +
                        "P x 1 and model is 1 x P)");
+#if REPROSGD_HAS_MPI
   if (!c.grid.empty()) (void)GridShape::parse(c.grid);  // a typo fails before any work
+#endif
   if (!c.inject_failure.empty()) (void)FailureSchedule::parse(c.inject_failure);  // a typo fails before any work
   const auto data = load_data(c, !c.quiet && world_rank() == 0);
   if (c.parallel != "data") return with_model_parallel(c, data);
