@@ -1106,15 +1106,24 @@ class Trainer {
       return par_.rank();
   }
 
-  // This rank's shard as bytes: its parameters, then every optimizer state element in visit()
-  // order (buffers' floats, scalars' bytes). Host-accessible memory.
+  // This rank's shard as bytes, into `out` (resized to fit, written in place): its parameters,
+  // then every optimizer state element in visit() order (buffers' floats, scalars' bytes).
+  // Host-accessible memory.
   template <class Model, Optimizer Opt>
-  static std::vector<std::byte> shard_bytes(const Model& model, const TrainState<Opt, memory_space>& state) {
+  static void shard_bytes(const Model& model, const TrainState<Opt, memory_space>& state, std::vector<std::byte>& out) {
     Kokkos::fence();
-    std::vector<std::byte> out;
+    std::size_t bytes = model.parameter_count() * sizeof(float);
+    state.optimizer.visit([&](const char*, const auto& x) {
+      if constexpr (Kokkos::is_view<std::remove_cvref_t<decltype(x)>>::value)
+        bytes += x.extent(0) * sizeof(float);
+      else
+        bytes += sizeof x;
+    });
+    out.resize(bytes);
+    std::size_t at = 0;
     auto put = [&](const void* p, std::size_t n) {
-      const auto* b = static_cast<const std::byte*>(p);
-      out.insert(out.end(), b, b + n);
+      if (n > 0) std::memcpy(out.data() + at, p, n);
+      at += n;
     };
     put(model.parameters().data(), model.parameter_count() * sizeof(float));
     state.optimizer.visit([&](const char*, const auto& x) {
@@ -1123,7 +1132,6 @@ class Trainer {
       else
         put(&x, sizeof x);
     });
-    return out;
   }
 
   // Place the shard bytes of model rank q (runs: its canonical_runs) into whole-model staging.
@@ -1152,12 +1160,15 @@ class Trainer {
 #if REPROSGD_HAS_MPI
   // Snapshot every rank's shard to its buddy (collective over the whole grid). The new copies
   // replace the old ones only once every rank has them (an agreement), so a failure during the
-  // refresh leaves every survivor with the previous snapshot, all of one step.
+  // refresh leaves every survivor with the previous snapshot, all of one step. The shard is
+  // serialised straight into the store's pending copy (no temporary); the commit frees the
+  // replaced snapshot.
   template <class Model, Optimizer Opt>
   void refresh_buddies(const Model& model, const TrainState<Opt, memory_space>& state) {
     auto& w = world();
-    const std::vector<std::byte> mine = shard_bytes(model, state);
-    buddies_.prepare(w.comm(), mine, state.step, [&w](int rc, const char* who, const char* call) { w.check(rc, who, call); });
+    shard_bytes(model, state, buddies_.staging());
+    buddies_.prepare_staged(w.comm(), state.step,
+                            [&w](int rc, const char* who, const char* call) { w.check(rc, who, call); });
     (void)par_.step_completed_everywhere(true);  // throws on every rank unless all prepared
     buddies_.commit();
     buddy_model_size_ = model.model_size();

@@ -69,6 +69,31 @@ TEST_SUITE("fault/buddy_store") {
     }
   }
 
+  TEST_CASE("a shard staged in place: the same snapshot, the replaced one freed at commit, a pending one "
+            "leaves the current intact") {
+    const int p = world_size(), r = world_rank();
+    reprosgd::BuddyStore store;
+    for (std::uint64_t step : {5u, 10u}) {
+      CAPTURE(step);
+      auto mine = shard_of(r + static_cast<int>(step));  // a new shard every refresh
+      std::vector<std::byte>& staged = store.staging();
+      staged.resize(mine.size());
+      std::copy(mine.begin(), mine.end(), staged.begin());
+      store.prepare_staged(MPI_COMM_WORLD, step);
+      store.commit();
+      CHECK(store.step() == step);
+      CHECK(equal(store.own_copy(), mine));
+      CHECK(equal(store.buddy_copy(), shard_of((r - 1 + p) % p + static_cast<int>(step))));
+      // Between refreshes the store holds the own and the buddy copy only.
+      CHECK(store.staging().capacity() == 0);
+    }
+    // Prepared but not committed (an agreement failed): the snapshot of step 10 stays current.
+    store.prepare(MPI_COMM_WORLD, shard_of(r + 15), 15);
+    CHECK(store.step() == 10);
+    CHECK(equal(store.own_copy(), shard_of(r + 10)));
+    CHECK(equal(store.buddy_copy(), shard_of((r - 1 + p) % p + 10)));
+  }
+
   TEST_CASE("members that snapshot different steps all throw") {
     if (world_size() < 2) return;
     reprosgd::BuddyStore store;

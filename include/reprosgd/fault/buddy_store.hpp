@@ -52,8 +52,10 @@ inline void buddy_default_check(int rc, const char* who, const char* call) {
  * their holder are listed in `missing`: the caller falls back to the newest disk checkpoint.
  *
  * Ids are the members' ranks in the communicator given to refresh() (stable across a shrink:
- * pass them as `my_id` to recover()). Memory: two shards per member (four while a prepared
- * refresh awaits commit()). Errors: comm_error, or whatever the optional `check` throws (a
+ * pass them as `my_id` to recover()). Memory: two shards per member (its own copy and its
+ * buddy's); four from prepare() to commit(), which frees the replaced snapshot. A caller that
+ * serialises its shard can write it straight into staging() and call prepare_staged(), saving
+ * the copy into the store. Errors: comm_error, or whatever the optional `check` throws (a
  * fault-tolerant policy passes its own, which turns a dead peer into process_failure).
  *
  * **Transactions.** A member may die during a refresh, after some members received their new
@@ -86,6 +88,19 @@ class BuddyStore {
   /// `check(rc, who, call)` receives the return code of every MPI call. @collective over `comm`
   template <class Check = decltype(&detail::buddy_default_check)>
   void prepare(MPI_Comm comm, std::span<const std::byte> mine, std::uint64_t step, Check check = &detail::buddy_default_check) {
+    if (mine.data() != pending_own_.data() || mine.size() != pending_own_.size())
+      pending_own_.assign(mine.begin(), mine.end());
+    prepare_staged(comm, step, check);
+  }
+
+  /// Where the caller may serialise its next shard (resize it, fill it) before prepare_staged():
+  /// the pending own copy, which commit() makes current without another copy. Not collective.
+  [[nodiscard]] std::vector<std::byte>& staging() noexcept { return pending_own_; }
+
+  /// prepare() of the bytes in staging(). @collective over `comm`
+  template <class Check = decltype(&detail::buddy_default_check)>
+  void prepare_staged(MPI_Comm comm, std::uint64_t step, Check check = &detail::buddy_default_check) {
+    const std::span<const std::byte> mine(pending_own_);
     int rank = 0, size = 1;
     detail::mpi_check(MPI_Comm_rank(comm, &rank), "reprosgd::BuddyStore::refresh: MPI_Comm_rank");
     detail::mpi_check(MPI_Comm_size(comm, &size), "reprosgd::BuddyStore::refresh: MPI_Comm_size");
@@ -100,7 +115,6 @@ class BuddyStore {
       throw config_error("reprosgd::BuddyStore::refresh: the members snapshot different steps (this one " +
                          std::to_string(step) + ")");
     const int next = (rank + 1) % size, prev = (rank - 1 + size) % size;
-    pending_own_.assign(mine.begin(), mine.end());
     long long my_bytes = static_cast<long long>(mine.size()), buddy_bytes = 0;
     check(MPI_Sendrecv(&my_bytes, 1, MPI_LONG_LONG, next, tag, &buddy_bytes, 1, MPI_LONG_LONG, prev, tag, comm,
                        MPI_STATUS_IGNORE),
@@ -112,11 +126,16 @@ class BuddyStore {
     pending_ = Meta{rank, prev, size, step, true};
   }
 
-  /// Make the prepared snapshot current (local; call it on every member once all prepared).
+  /// Make the prepared snapshot current and free the one it replaces (local; call it on every
+  /// member once all prepared).
   void commit() {
     if (!pending_.valid) throw config_error("reprosgd::BuddyStore::commit: nothing prepared");
     own_.swap(pending_own_);
     buddy_.swap(pending_buddy_);
+    // The swap left the previous snapshot in the pending buffers: release it, so that between
+    // refreshes the store holds one snapshot (own and buddy copy), not two.
+    pending_own_ = std::vector<std::byte>();
+    pending_buddy_ = std::vector<std::byte>();
     id_ = pending_.id;
     buddy_id_ = pending_.buddy_id;
     members_ = pending_.members;
