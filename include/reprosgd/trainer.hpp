@@ -835,7 +835,12 @@ class Trainer {
       for (long c : counts) total += c;
       const std::size_t n = model.canonical_parameter_count();
       const bool root = group.model_rank() == 0;
-      Kokkos::View<float*, Kokkos::HostSpace> all("reprosgd::Trainer::gathered", root ? total : 0);
+      // The receive buffer of the gathers, kept for the next checkpoint or fingerprint (model
+      // rank 0 only; its size, the whole model's parameter count, changes with the model only).
+      const long need = root ? total : 0;
+      if (static_cast<long>(gathered_.extent(0)) != need)
+        gathered_ = Kokkos::View<float*, Kokkos::HostSpace>("reprosgd::Trainer::gathered", need);
+      const auto all = gathered_;
       auto gather = [&](const auto& local, const auto& whole) {
         Kokkos::fence();
         group.gather_to_root(local.data(), std::span<const long>(counts), all.data());
@@ -1277,6 +1282,7 @@ class Trainer {
 #endif
   Matrix<memory_space> grads_;
   Buffer<memory_space> grad_sum_;
+  Kokkos::View<float*, Kokkos::HostSpace> gathered_;  // canonical()'s gather buffer (sharded models)
   Kokkos::View<float*, Kokkos::HostSpace> host_loss_;
   Kokkos::View<std::int32_t*, Kokkos::HostSpace> host_correct_;
 };
