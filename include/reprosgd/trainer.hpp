@@ -327,7 +327,9 @@ class Trainer {
     Kokkos::View<double*, Kokkos::HostSpace> mb_loss, mb_correct;
     auto lay_out = [&] {
       if constexpr (requires { par_.set_max_replicas(M); }) par_.set_max_replicas(M);
-      if (is_shard(model) || ShardedParallelism<Par>) workspace_.reset(), eval_workspace_.reset();  // the shard may have changed
+      // The shard may have changed (a shrink re-shards). Only a model-parallel policy shards: under
+      // any other, check_sharded() above has agreed that the model is whole.
+      if constexpr (ShardedParallelism<Par>) workspace_.reset(), eval_workspace_.reset();
       mine = par_.micro_batch_range(M);
       n_params = static_cast<long>(model.parameter_count());
       ensure_step_buffers(model, mine.size(), n_params, m);
