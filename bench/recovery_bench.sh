@@ -12,7 +12,8 @@
 #     (train_mlp has no restart for sharded state); the survivors re-grid (1x4 -> 1x3, 2x2 -> 3x1),
 #     restore the lost shard from its buddy's in-memory copy (every --buddy-every steps), roll back
 #     to that snapshot and replay the steps since it. Reported besides death -> first step (the
-#     interrupted step K, completed after the replay): the communicator repair (shrink_seconds),
+#     interrupted step K, completed after the replay): the repair (shrink_seconds: communicator,
+#     shard restore, re-sharding and the new buddy snapshot),
 #     detection -> first completed (replayed) step (recovery_seconds), the replay length
 #     (K - snapshot step) and where the shards came from, from the metrics' failure line.
 #  2. failure-free overhead of ShrinkAndContinue (the agreement before every update and the stop

@@ -54,12 +54,17 @@ struct FailureEvent {
   int old_size = 0;                    ///< ranks before the failure
   int new_size = 0;                    ///< ranks training continues on
   int new_rank = 0;                    ///< this process's rank from now on
-  double shrink_seconds = 0.0;         ///< wall time of the communicator repair (revoke, shrink, agree)
+  /// Wall time of the repair: the communicator's (revoke, shrink, agree) and, for sharded state
+  /// (model and hybrid parallelism), also restoring the lost shards (from buddy copies, another
+  /// replica or the newest disk checkpoint), re-sharding over the survivors and the new buddy
+  /// snapshot. It includes the repeated repairs when more ranks die before training continues.
+  double shrink_seconds = 0.0;
   double recovery_seconds = 0.0;       ///< from the failure's detection to the first completed step after it
-  /// Model parallelism: where the lost ranks' shards came from — "" (nothing was lost: data
-  /// parallelism, or another replica held them), "buddy" (in-memory buddy copies) or
-  /// "checkpoint" (their buddies were lost too: the newest disk checkpoint) — and the step training
-  /// rolled back to; steps [resumed_from, step) were replayed (same bits by determinism).
+  /// Model parallelism: where the lost ranks' shards came from — "" (no sharded state: data
+  /// parallelism), "buddy" (in-memory buddy copies), "replica" (a shard and its buddy copy were
+  /// both lost, another replica held the same shard) or "checkpoint" (no copy left: the newest
+  /// disk checkpoint) — and the step training rolled back to; steps [resumed_from, step) were
+  /// replayed (same bits by determinism).
   std::string restored_from;
   std::uint64_t resumed_from = 0;
 };
