@@ -13,6 +13,8 @@
 
 #include <support/exec_spaces.hpp>
 
+#include "nn_test_support.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -26,18 +28,9 @@ using reprosgd::Dense;
 using reprosgd::FeatureRange;
 using reprosgd::Init;
 using reprosgd::MicroBatchRange;
-using Mem = Kokkos::HostSpace;
-using M = reprosgd::Matrix<Mem>;
-using MRef = reprosgd::MatrixRef<Mem>;
-using B = reprosgd::Buffer<Mem>;
+using namespace reprosgd_test::nn;
 
-float value(std::uint64_t i, float scale) {
-  std::uint64_t x = i * 0x9E3779B97F4A7C15ull + 777;
-  x = (x ^ (x >> 31)) * 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 29;
-  return (static_cast<float>(x >> 40) * 0x1p-24f * 2.0f - 1.0f) * scale;
-}
-
+float value(std::uint64_t i, float scale) { return reprosgd_test::nn::value(i, scale, 777); }
 
 /// "" when the chunks and features of the p model ranks of `d` are what the contract says, else the
 /// first violation: each rank owns a contiguous run of whole chunks (floor or ceil of chunks/p of
@@ -139,16 +132,13 @@ TEST_SUITE("nn/dense") {
   TEST_CASE_TEMPLATE_DEFINE("backward: the input gradient is the Exact sum of the chunk partials, in any order and "
                             "for any ownership",
                             Space, dense_chunk_sum_id) {
-    using Ctx = reprosgd::LayerContext<Space, reprosgd::PhiloxStream>;
-    using SerialCtx = reprosgd::LayerContext<Kokkos::Serial, reprosgd::PhiloxStream>;
     const int in = 24;
     const long rows = 8;
     const Dense d{in, 200, Init::he_normal, 16};
     REQUIRE(d.chunks() == 13);  // 12 of 16 features and one of 8
-    const Ctx ctx{Space(), reprosgd::PhiloxStream(5), 2, 0, 0, true};
-    const SerialCtx serial_ctx{Kokkos::Serial(), reprosgd::PhiloxStream(5), 2, 0, 0, true};
-    B p("p", d.parameter_count(in)), gp("gp", d.parameter_count(in));
-    d.initialize(ctx, p, in);
+    const auto ctx = training_context<Space>(5, 2);
+    const auto serial_ctx = training_context(5, 2);
+    const auto [p, gp] = initialized_params(d, ctx, in);
     // gy has a spare row after it: gemm's alias check takes a column block of gy to reach up to
     // its first column's offset past gy's end (Kokkos 3.4 span() of a strided subview), and would
     // see a false overlap with a partial allocated right there.
@@ -210,15 +200,13 @@ TEST_SUITE("nn/dense") {
   TEST_CASE_TEMPLATE_APPLY(dense_chunk_sum_id, reprosgd_test::host_spaces);
 
   TEST_CASE("backward: with one chunk the input gradient is the plain GEMM") {
-    using Ctx = reprosgd::LayerContext<Kokkos::Serial, reprosgd::PhiloxStream>;
     const int in = 9;
     const long rows = 5;
     for (const Dense d : {Dense{in, 16, Init::he_normal, 16}, Dense{in, 16, Init::he_normal, 64}, Dense{in, 16}}) {
       CAPTURE(d.feature_chunk);
       REQUIRE(d.chunks() == 1);
-      const Ctx ctx{Kokkos::Serial(), reprosgd::PhiloxStream(8), 0, 0, 0, true};
-      B p("p", d.parameter_count(in)), gp("gp", d.parameter_count(in));
-      d.initialize(ctx, p, in);
+      const auto ctx = training_context(8);
+      const auto [p, gp] = initialized_params(d, ctx, in);
       M x("x", rows, in), y("y", rows, d.out), gy("gy", rows, d.out), gx("gx", rows, in), want("want", rows, in);
       for (long i = 0; i < rows; ++i) {
         for (int k = 0; k < in; ++k) x(i, k) = value(static_cast<std::uint64_t>(i * 100 + k), 1.0f);
@@ -232,13 +220,11 @@ TEST_SUITE("nn/dense") {
   }
 
   TEST_CASE("backward: an Inf in one chunk's output gradient makes the whole input gradient NaN") {
-    using Ctx = reprosgd::LayerContext<Kokkos::Serial, reprosgd::PhiloxStream>;
     const int in = 6;
     const long rows = 3;
     const Dense d{in, 20, Init::he_normal, 8};
-    const Ctx ctx{Kokkos::Serial(), reprosgd::PhiloxStream(8), 0, 0, 0, true};
-    B p("p", d.parameter_count(in)), gp("gp", d.parameter_count(in));
-    d.initialize(ctx, p, in);
+    const auto ctx = training_context(8);
+    const auto [p, gp] = initialized_params(d, ctx, in);
     M x("x", rows, in), y("y", rows, d.out), gy("gy", rows, d.out), gx("gx", rows, in);
     for (long i = 0; i < rows; ++i)
       for (int j = 0; j < d.out; ++j) gy(i, j) = value(static_cast<std::uint64_t>(i * 100 + j), 1.0f);

@@ -10,6 +10,8 @@
 #include <reprosgd/nn/dense.hpp>
 #include <reprosgd/nn/dropout.hpp>
 
+#include "nn_test_support.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -18,22 +20,14 @@
 
 namespace {
 
-using Mem = Kokkos::HostSpace;
+using namespace reprosgd_test::nn;
 using Exec = Kokkos::Serial;
-using Ctx = reprosgd::LayerContext<Exec, reprosgd::PhiloxStream>;
-using M = reprosgd::Matrix<Mem>;
-using B = reprosgd::Buffer<Mem>;
 
-float value(std::uint64_t i, float scale) {
-  std::uint64_t x = i * 0x9E3779B97F4A7C15ull + 12345;
-  x = (x ^ (x >> 31)) * 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 29;
-  return (static_cast<float>(x >> 40) * 0x1p-24f * 2.0f - 1.0f) * scale;
-}
+float value(std::uint64_t i, float scale) { return reprosgd_test::nn::value(i, scale, 12345); }
 
 // loss(x, p) = sum_ij R(i,j) * layer(x; p)(i,j), accumulated in double.
 template <class L>
-double probe_loss(const L& layer, const Ctx& ctx, const B& p, const M& x, const M& y, const M& r) {
+double probe_loss(const L& layer, const Ctx<>& ctx, const B& p, const M& x, const M& y, const M& r) {
   layer.forward(ctx, p, x, y);
   Kokkos::fence();
   double s = 0.0;
@@ -47,9 +41,8 @@ void check_layer(const L& layer, int in_width, float input_scale, const std::str
   CAPTURE(what);
   const long m = 5;
   const int out_width = layer.output_width(in_width);
-  Ctx ctx{Exec(), reprosgd::PhiloxStream(99), 1, 3, 17, true};
-  B p("p", layer.parameter_count(in_width)), gp("gp", layer.parameter_count(in_width));
-  layer.initialize(ctx, p, in_width);
+  const auto ctx = training_context(99, 1, 3, 17);
+  const auto [p, gp] = initialized_params(layer, ctx, in_width);
   Kokkos::fence();
   M x("x", m, in_width), y("y", m, out_width), r("r", m, out_width), gx("gx", m, in_width);
   for (long i = 0; i < m; ++i)
