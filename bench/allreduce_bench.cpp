@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
 
 #include <mpi.h>
 
+#include "bench_common.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -43,12 +45,9 @@ int main(int argc, char** argv) {
 #include <string>
 #include <vector>
 
-#ifndef REPROSGD_GIT_SHA
-#define REPROSGD_GIT_SHA "unknown"
-#endif
-
 namespace {
 
+using reprosgd_bench::median_of;
 using Space = Kokkos::DefaultExecutionSpace;
 using Mem = Space::memory_space;
 
@@ -68,12 +67,6 @@ float value(int rank, long i) {
   float f;
   std::memcpy(&f, &bits, sizeof f);
   return f;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /// Time one call of `op` (after `reset`), fenced and behind a barrier; the slowest rank's time.
@@ -153,22 +146,22 @@ int main(int argc, char** argv) {
         ratio_exact.push_back(t[2] / t[0]);
       }
 
-      const double base = median(t_mpi);
+      const double base = median_of(t_mpi);
       if (par.rank() == 0) {
         const struct {
           const char* name;
           const std::vector<double>* t;
           double round_ratio;
         } rowsout[] = {{"native_allreduce", &t_mpi, 1.0},
-                       {"native_reduce", &t_native, median(ratio_native)},
-                       {"exact_reduce", &t_exact, median(ratio_exact)}};
+                       {"native_reduce", &t_native, median_of(ratio_native)},
+                       {"exact_reduce", &t_exact, median_of(ratio_exact)}};
         for (const auto& r : rowsout)
           std::printf(
               "{\"bench\":\"allreduce\",\"method\":\"%s\",\"n\":%ld,\"ranks\":%d,\"backend\":\"%s\","
               "\"device\":\"cpu\",\"git\":\"%s\",\"repeats\":%d,\"median_ms\":%.4f,\"min_ms\":%.4f,"
               "\"ratio_to_native_allreduce\":%.3f,\"ratio_median_of_rounds\":%.3f,\"finite\":%s}\n",
-              r.name, n, par.size(), Space::name(), REPROSGD_GIT_SHA, repeats, 1e3 * median(*r.t),
-              1e3 * *std::min_element(r.t->begin(), r.t->end()), median(*r.t) / base, r.round_ratio, finite ? "true" : "false");
+              r.name, n, par.size(), Space::name(), REPROSGD_GIT_SHA, repeats, 1e3 * median_of(*r.t),
+              1e3 * *std::min_element(r.t->begin(), r.t->end()), median_of(*r.t) / base, r.round_ratio, finite ? "true" : "false");
         std::fflush(stdout);
       }
     }

@@ -13,8 +13,9 @@
 // it is a text format, two orders of magnitude slower.
 #include <reprosgd/checkpoint/snapshot.hpp>
 
+#include "bench_common.hpp"
+
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,10 +25,6 @@
 
 #include <fcntl.h>
 #include <unistd.h>
-
-#ifndef REPROSGD_GIT_SHA
-#define REPROSGD_GIT_SHA "unknown"
-#endif
 
 namespace {
 
@@ -67,12 +64,8 @@ Model make_model(std::size_t total_floats, bool fill) {
   return m;
 }
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using reprosgd_bench::seconds_now;
+using reprosgd_bench::upper_median_of;  // the reported median (the upper middle time for an even --repeats)
 
 void check(bool ok, const char* what) {
   if (!ok) {
@@ -83,7 +76,7 @@ void check(bool ok, const char* what) {
 
 double raw_write(const std::filesystem::path& p, const std::vector<char>& bytes) {
   std::filesystem::remove(p);
-  const double t0 = now();
+  const double t0 = seconds_now();
   const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   check(fd >= 0, "open");
   std::size_t done = 0;
@@ -94,11 +87,11 @@ double raw_write(const std::filesystem::path& p, const std::vector<char>& bytes)
   }
   check(::fsync(fd) == 0, "fsync");
   ::close(fd);
-  return now() - t0;
+  return seconds_now() - t0;
 }
 
 double raw_read(const std::filesystem::path& p, std::vector<char>& buffer) {
-  const double t0 = now();
+  const double t0 = seconds_now();
   const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
   check(fd >= 0, "open");
   std::size_t done = 0;
@@ -108,7 +101,7 @@ double raw_read(const std::filesystem::path& p, std::vector<char>& buffer) {
     done += static_cast<std::size_t>(n);
   }
   ::close(fd);
-  return now() - t0;
+  return seconds_now() - t0;
 }
 
 template <class F>
@@ -136,13 +129,13 @@ void run(const char* label, std::size_t mib, int repeats, const std::filesystem:
     // Like the raw write, the save creates a new file: freeing the previous snapshot's blocks (a
     // rename over it) is not part of either measurement.
     std::filesystem::remove(snap);
-    double t0 = now();
+    double t0 = seconds_now();
     reprosgd::save_snapshot<F>(snap, info, model);
-    t_save.push_back(now() - t0);
+    t_save.push_back(seconds_now() - t0);
     t_raw_r.push_back(raw_read(snap, buffer));
-    t0 = now();
+    t0 = seconds_now();
     reprosgd::load_snapshot<F>(snap, config, staging);
-    t_load.push_back(now() - t0);
+    t_load.push_back(seconds_now() - t0);
   }
   for (std::size_t i = 0; i < model.params.size(); ++i) {
     if (std::memcmp(model.params[i].data(), staging.params[i].data(), model.params[i].size() * sizeof(float)) != 0) {
@@ -154,7 +147,8 @@ void run(const char* label, std::size_t mib, int repeats, const std::filesystem:
   std::filesystem::remove(snap);
 
   const double payload = static_cast<double>(floats * sizeof(float));
-  const double save = median(t_save), raw_w = median(t_raw_w), load = median(t_load), raw_r = median(t_raw_r);
+  const double save = upper_median_of(t_save), raw_w = upper_median_of(t_raw_w), load = upper_median_of(t_load),
+               raw_r = upper_median_of(t_raw_r);
   std::printf(
       "{\"bench\":\"checkpoint\",\"format\":\"%s\",\"state_bytes\":%.0f,\"file_bytes\":%ju,\"size_ratio\":%.6f,"
       "\"repeats\":%d,\"save_s\":%.6f,\"raw_write_fsync_s\":%.6f,\"save_vs_raw\":%.3f,\"save_GBps\":%.3f,"

@@ -34,10 +34,10 @@
 #include <reprosgd/parallel/ulfm_hybrid.hpp>
 #endif
 
-#include <sys/resource.h>
+
+#include "bench_common.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -49,11 +49,12 @@
 #include <utility>
 #include <vector>
 
-#ifndef REPROSGD_GIT_SHA
-#define REPROSGD_GIT_SHA "unknown"
-#endif
-
 namespace {
+
+using reprosgd_bench::median_of;
+using reprosgd_bench::StepClock;
+using reprosgd_bench::world_rank;
+using reprosgd_bench::world_size;
 
 struct Args {
   std::string layers = "784,4096,4096,10";
@@ -70,34 +71,6 @@ struct Args {
   std::string fault_tolerance = "none";
   long buddy_every = 50;
 };
-
-// Records the wall time at the end of every step (as train_bench).
-struct StepClock {
-  std::vector<double> t;
-  bool on_step_end(const reprosgd::StepMetrics&) {
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count());
-    return false;
-  }
-};
-
-int world_rank() {
-#if REPROSGD_HAS_MPI
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-#else
-  return 0;
-#endif
-}
-int world_size() {
-#if REPROSGD_HAS_MPI
-  int p = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  return p;
-#else
-  return 1;
-#endif
-}
 
 // Max (or min) over all ranks of the job.
 void reduce_all(std::vector<long long>& v, bool max) {
@@ -124,13 +97,6 @@ std::vector<int> parse_layers(const std::string& text) {
     throw reprosgd::config_error("parallel_bench: --layers needs 3 to 5 widths (input, 1 to 3 hidden, output)");
   return w;
 }
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 std::string layers_text(const std::vector<int>& w) {
   std::string s;
   for (std::size_t i = 0; i < w.size(); ++i) s += (i ? "-" : "") + std::to_string(w[i]);
@@ -170,13 +136,7 @@ std::string run(const Args& a, const std::string& parallel, const std::string& g
   auto state = trainer.start(model, opt);  // a model-parallel policy makes `model` this rank's shard
   StepClock clock;
   trainer.fit(model, opt, state, data, clock);
-  std::vector<double> rates;
-  for (int r = 0; r < repeats; ++r) {
-    const double t0 = clock.t[static_cast<std::size_t>(warmup - 1 + r * steps)];
-    const double t1 = clock.t[static_cast<std::size_t>(warmup - 1 + (r + 1) * steps)];
-    rates.push_back(static_cast<double>(steps * a.batch) / (t1 - t0));
-  }
-  std::sort(rates.begin(), rates.end());
+  const auto rates = reprosgd_bench::segment_rates(clock, warmup, steps, repeats, a.batch);
   // The mean rate over all timed steps (a refresh every buddy_every steps falls in some segments
   // only, which the median segment may skip), and the step intervals that carried a buddy
   // refresh: the refresh after step s (s % buddy_every == 0 steps done) runs between the clock
@@ -215,15 +175,15 @@ std::string run(const Args& a, const std::string& parallel, const std::string& g
       if (x.extent(0) > 0) ++buffers;
     }
   });
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  std::vector<long long> mx{floats * 4, static_cast<long long>(model.parameter_count()), ru.ru_maxrss, buffers};
+  std::vector<long long> mx{floats * 4, static_cast<long long>(model.parameter_count()), reprosgd_bench::peak_rss_kib(),
+                            buffers};
   std::vector<long long> mn{floats * 4};
   reduce_all(mx, true);
   reduce_all(mn, false);
   const long long whole =
       static_cast<long long>(model.canonical_parameter_count()) * (1 + mx[3]) * static_cast<long long>(sizeof(float));
   const std::string fp = trainer.fingerprint(model, state).hex();  // collective: the whole model's
+  const auto ctx = reprosgd_bench::run_context<typename Par::execution_space>(world_size());
   if (world_rank() == 0)
     std::printf(
         "{\"bench\":\"parallel\",\"model\":\"%s\",\"batch\":%ld,\"micro_batch\":%ld,\"optimizer\":\"%s\","
@@ -233,11 +193,10 @@ std::string run(const Args& a, const std::string& parallel, const std::string& g
         "\"state_bytes_per_rank_min\":%lld,\"state_bytes_whole\":%lld,\"state_bytes_ratio\":%.4f,"
         "\"peak_rss_mib\":%.1f,\"fingerprint\":\"%s\",\"git\":\"%s\"}\n",
         model_text.c_str(), a.batch, a.micro_batch, opt.name(), a.feature_chunk, parallel.c_str(), grid.c_str(),
-        world_size(), Par::execution_space::name(), detail::concurrency(typename Par::execution_space()),
-        rates[rates.size() / 2], rates.back(), mean_rate, 1e3 * static_cast<double>(a.batch) / rates[rates.size() / 2],
-        repeats, steps, warmup, ft, mx[1], model.canonical_parameter_count(), mx[0], mn[0], whole,
-        static_cast<double>(mx[0]) / static_cast<double>(whole), static_cast<double>(mx[2]) / 1024.0, fp.c_str(),
-        REPROSGD_GIT_SHA);
+        ctx.ranks, ctx.backend, ctx.threads, rates.median, rates.best, mean_rate,
+        1e3 * static_cast<double>(a.batch) / rates.median, repeats, steps, warmup, ft, mx[1],
+        model.canonical_parameter_count(), mx[0], mn[0], whole, static_cast<double>(mx[0]) / static_cast<double>(whole),
+        reprosgd_bench::kib_to_mib(mx[2]), fp.c_str(), ctx.git);
   std::fflush(stdout);
   return fp;
 }
@@ -345,23 +304,22 @@ int main(int argc, char** argv) {
 #endif
   Kokkos::ScopeGuard kokkos(argc, argv);
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+  for (reprosgd_bench::CommandLine cl(argc, argv); cl.next();) {
+    const std::string& s = cl.arg();
     if (s == "--smoke") a.smoke = true;
-    else if (s == "--layers") a.layers = next();
-    else if (s == "--batch") a.batch = std::atol(next().c_str());
-    else if (s == "--micro-batch") a.micro_batch = std::atol(next().c_str());
-    else if (s == "--optimizer") a.optimizer = next();
-    else if (s == "--parallel") a.parallel = next();
-    else if (s == "--grid") a.grid = next();
-    else if (s == "--feature-chunk") a.feature_chunk = std::atoi(next().c_str());
-    else if (s == "--steps") a.steps = std::atol(next().c_str());
-    else if (s == "--repeats") a.repeats = std::atoi(next().c_str());
-    else if (s == "--warmup") a.warmup = std::atol(next().c_str());
-    else if (s == "--fault-tolerance") a.fault_tolerance = next();
-    else if (s == "--buddy-every") a.buddy_every = std::atol(next().c_str());
-    else if (s.rfind("--kokkos", 0) != 0) {
+    else if (s == "--layers") a.layers = cl.value();
+    else if (s == "--batch") a.batch = cl.long_value();
+    else if (s == "--micro-batch") a.micro_batch = cl.long_value();
+    else if (s == "--optimizer") a.optimizer = cl.value();
+    else if (s == "--parallel") a.parallel = cl.value();
+    else if (s == "--grid") a.grid = cl.value();
+    else if (s == "--feature-chunk") a.feature_chunk = cl.int_value();
+    else if (s == "--steps") a.steps = cl.long_value();
+    else if (s == "--repeats") a.repeats = cl.int_value();
+    else if (s == "--warmup") a.warmup = cl.long_value();
+    else if (s == "--fault-tolerance") a.fault_tolerance = cl.value();
+    else if (s == "--buddy-every") a.buddy_every = cl.long_value();
+    else if (!cl.kokkos_option()) {
       if (world_rank() == 0) std::fprintf(stderr, "parallel_bench: unknown option %s\n", s.c_str());
       return 2;
     }

@@ -15,21 +15,15 @@
 #include <reprosgd/parallel/mpi_environment.hpp>
 #endif
 
-#include <sys/resource.h>
 
-#include <algorithm>
-#include <chrono>
+#include "bench_common.hpp"
+
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
-#include <vector>
-
-#ifndef REPROSGD_GIT_SHA
-#define REPROSGD_GIT_SHA "unknown"
-#endif
 
 namespace {
+
+using reprosgd_bench::StepClock;
 
 struct Args {
   long micro_batch = 128;
@@ -38,15 +32,6 @@ struct Args {
   std::string reduction = "exact";
   int feature_chunk = reprosgd::default_feature_chunk;
   bool smoke = false;
-};
-
-// Records the wall time at the end of every step.
-struct StepClock {
-  std::vector<double> t;
-  bool on_step_end(const reprosgd::StepMetrics&) {
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count());
-    return false;
-  }
 };
 
 template <class Par>
@@ -73,25 +58,17 @@ int run(const Args& a) {
   auto state = trainer.start(model, sgd);
   StepClock clock;
   trainer.fit(model, sgd, state, data, clock);
-  std::vector<double> rates;
-  for (int r = 0; r < repeats; ++r) {
-    const double t0 = clock.t[static_cast<std::size_t>(warmup - 1 + r * steps)];
-    const double t1 = clock.t[static_cast<std::size_t>(warmup - 1 + (r + 1) * steps)];
-    rates.push_back(static_cast<double>(steps * batch) / (t1 - t0));
-  }
-  std::sort(rates.begin(), rates.end());
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
+  const auto rates = reprosgd_bench::segment_rates(clock, warmup, steps, repeats, batch);
+  const auto ctx = reprosgd_bench::run_context<typename Par::execution_space>(trainer.parallelism().size());
   if (trainer.parallelism().rank() == 0)
     std::printf(
         "{\"bench\":\"train\",\"model\":\"%s\",\"batch\":%ld,\"micro_batch\":%ld,\"optimizer\":\"sgd-momentum\","
         "\"backend\":\"%s\",\"threads\":%d,\"ranks\":%d,\"reduction\":\"%s\",\"feature_chunk\":%d,"
         "\"samples_per_s\":%.1f,\"samples_per_s_best\":%.1f,\"repeats\":%d,\"steps_per_repeat\":%ld,"
         "\"peak_rss_mib\":%.1f,\"git\":\"%s\"}\n",
-        a.smoke ? "784-32-32-10" : "784-512-512-10", batch, mb, Par::execution_space::name(),
-        detail::concurrency(typename Par::execution_space()), trainer.parallelism().size(),
-        Par::reduction_type::name(), a.feature_chunk, rates[rates.size() / 2], rates.back(), repeats, steps,
-        static_cast<double>(ru.ru_maxrss) / 1024.0, REPROSGD_GIT_SHA);
+        a.smoke ? "784-32-32-10" : "784-512-512-10", batch, mb, ctx.backend, ctx.threads, ctx.ranks,
+        Par::reduction_type::name(), a.feature_chunk, rates.median, rates.best, repeats, steps,
+        reprosgd_bench::peak_rss_mib(), ctx.git);
   return 0;
 }
 
@@ -103,16 +80,15 @@ int main(int argc, char** argv) {
 #endif
   Kokkos::ScopeGuard kokkos(argc, argv);
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+  for (reprosgd_bench::CommandLine cl(argc, argv); cl.next();) {
+    const std::string& s = cl.arg();
     if (s == "--smoke") a.smoke = true;
-    else if (s == "--micro-batch") a.micro_batch = std::atol(next().c_str());
-    else if (s == "--steps") a.steps = std::atol(next().c_str());
-    else if (s == "--repeats") a.repeats = std::atoi(next().c_str());
-    else if (s == "--reduction") a.reduction = next();
-    else if (s == "--feature-chunk") a.feature_chunk = std::atoi(next().c_str());
-    else if (s.rfind("--kokkos", 0) != 0) {
+    else if (s == "--micro-batch") a.micro_batch = cl.long_value();
+    else if (s == "--steps") a.steps = cl.long_value();
+    else if (s == "--repeats") a.repeats = cl.int_value();
+    else if (s == "--reduction") a.reduction = cl.value();
+    else if (s == "--feature-chunk") a.feature_chunk = cl.int_value();
+    else if (!cl.kokkos_option()) {
       std::fprintf(stderr, "train_bench: unknown option %s\n", s.c_str());
       return 2;
     }
