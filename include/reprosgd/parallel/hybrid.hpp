@@ -79,18 +79,26 @@ class MpiModelGroup {
     comm_.check(MPI_Allgatherv(local, counts[static_cast<std::size_t>(me)], MPI_FLOAT, staging_.data(), counts.data(),
                                displs.data(), MPI_FLOAT, comm()),
                 "reprosgd::MpiModelGroup::gather_features", "MPI_Allgatherv");
-    // Rank q's block is rows x width_q, row-major: put its columns in place.
-    const auto staging = staging_;
+    // Rank q's block is rows x width_q, row-major: put its columns in place, all ranks' in one
+    // kernel, one work item per (row, rank). The placement of rank q is (first feature, width,
+    // offset in the staging buffer): memory the host can write (the static_assert above).
+    if (static_cast<long>(placement_.extent(0)) < 3L * p)
+      placement_ = Kokkos::View<long*, typename ExecSpace::memory_space>("reprosgd::MpiModelGroup::placement", 3L * p);
     for (int q = 0; q < p; ++q) {
-      const FeatureRange f = ranges[static_cast<std::size_t>(q)];
-      const long w = f.size(), at = displs[static_cast<std::size_t>(q)], f0 = f.begin;
-      if (w == 0) continue;
-      Kokkos::parallel_for(
-          "reprosgd::MpiModelGroup::place_features", Kokkos::RangePolicy<ExecSpace>(space(), 0, rows),
-          KOKKOS_LAMBDA(const long r) {
-            for (long j = 0; j < w; ++j) full(r, f0 + j) = staging(at + r * w + j);
-          });
+      placement_(3 * q) = ranges[static_cast<std::size_t>(q)].begin;
+      placement_(3 * q + 1) = ranges[static_cast<std::size_t>(q)].size();
+      placement_(3 * q + 2) = displs[static_cast<std::size_t>(q)];
     }
+    const auto staging = staging_;
+    const auto placement = placement_;
+    const long ranks = p;
+    Kokkos::parallel_for(
+        "reprosgd::MpiModelGroup::place_features", Kokkos::RangePolicy<ExecSpace>(space(), 0, rows * ranks),
+        KOKKOS_LAMBDA(const long i) {
+          const long r = i / ranks, q = i % ranks;
+          const long f0 = placement(3 * q), w = placement(3 * q + 1), at = placement(3 * q + 2);
+          for (long j = 0; j < w; ++j) full(r, f0 + j) = staging(at + r * w + j);
+        });
     space().fence();
   }
 
@@ -129,6 +137,7 @@ class MpiModelGroup {
   Comm comm_;
   Exact exact_{};
   Kokkos::View<float*, typename ExecSpace::memory_space> staging_;
+  Kokkos::View<long*, typename ExecSpace::memory_space> placement_;  // gather_features: per rank (f0, width, offset)
 };
 
 static_assert(ModelGroup<MpiModelGroup<>>);
