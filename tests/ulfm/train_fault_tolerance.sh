@@ -26,6 +26,8 @@
 # Model and hybrid parallelism (issue 6): FT_MODEL holds model options given to every run (e.g.
 # --feature-chunk 8), FT_PARALLEL the job's policy options (e.g. --parallel hybrid --grid 2x2
 # --buddy-every 5), FT_EXPECT a line the job must print (e.g. where the lost shards came from).
+# With FT_PARALLEL set, every failure's line saying where the lost shards came from must match
+# its JSON event in the --metrics file ("restored_from", "resumed_from" and "step").
 # Every launch runs under `timeout`; running past it is a failure (a hang), and so is any
 # process of the run left behind afterwards.
 set -uo pipefail
@@ -115,6 +117,26 @@ case $kind in
     [[ $n == 30 ]] || fail "expected one metrics line per step (30), got $n"
     if [[ -n ${FT_EXPECT:-} ]]; then
       grep -q -- "$FT_EXPECT" "$work/out" || fail "expected a line matching '$FT_EXPECT'"
+    fi
+    if [[ -n ${FT_PARALLEL:-} ]]; then
+      # Model and hybrid parallelism: each failure printed where the lost shards came from; its
+      # JSON event must say the same (restored_from, and resumed_from: the step rolled back to).
+      n=0
+      while IFS= read -r line; do
+        case $line in
+          *"their buddies' copies of step "*) from=buddy ;;
+          *"another replica's copies of step "*) from=replica ;;
+          *"fell back to the newest disk checkpoint"*) from=checkpoint ;;
+          *) continue ;;
+        esac
+        [[ $line =~ steps\ ([0-9]+)\.\.([0-9]+)\ replayed$ ]] || fail "no replayed steps in '$line'"
+        resumed=${BASH_REMATCH[1]} at=${BASH_REMATCH[2]}
+        grep -q "^{\"event\":\"failure\",\"step\":$at,.*\"restored_from\":\"$from\",\"resumed_from\":$resumed}\$" "$metrics" ||
+          fail "no failure event with \"step\":$at, \"restored_from\":\"$from\", \"resumed_from\":$resumed in the metrics"
+        echo "metrics: the failure event of step $at has \"restored_from\":\"$from\",\"resumed_from\":$resumed"
+        n=$((n + 1))
+      done < <(grep '^failure: ' "$work/out")
+      [[ $n == "$failures_expected" ]] || fail "expected $failures_expected lines saying where the lost shards came from, got $n"
     fi
     if [[ $kind == fallback ]]; then
       grep -q 'fell back to the newest disk checkpoint' "$work/out" || fail "no line says the run fell back to the disk checkpoint"
