@@ -106,6 +106,81 @@ struct BlockKernels {
     space.fence();
   }
 
+  /// The whole reduction when this rank's rows are all the rows (one rank, host memory), in one
+  /// pass per block while its rows are in L1: the block exponent, then either a plain double sum
+  /// when the block's exponent span allows it (exact_double_span(): the same bits, without the
+  /// integer grid) or quantise and dequantise as finish() does. Sets exps(b) for finite blocks.
+  /// Returns how many blocks hold an Inf or NaN (their sums are left unwritten) plus how many
+  /// sums were too large for a float (each set to +0): zero exactly when the sum is finite.
+  long local_sum(long b0, long b1) const
+    requires on_host
+  {
+    if (b1 <= b0) return 0;
+    const Rows rows_ = rows;
+    const Exps exps_ = exps;
+    const Sum sum_ = sum;
+    const std::int32_t h = headroom;
+    const long n_ = n, k_ = k;
+    long bad = 0;
+    Kokkos::parallel_reduce(
+        "reprosgd::Exact::local_sum", Kokkos::RangePolicy<Exec>(space, b0, b1),
+        KOKKOS_LAMBDA(const long b, long& bad_total) {
+          const long lo = b * block_size;
+          const long len = (lo + block_size < n_ ? lo + block_size : n_) - lo;
+          // Largest and smallest non-zero magnitude: integer max/min over the bits. The min runs
+          // over bits - 1, where a zero wraps to the largest pattern (so it never counts, and an
+          // all-zero block has span 0); branch-free, so the loop vectorises.
+          std::uint32_t mx = 0, mn1 = 0xFFFFFFFFu;
+          for (long u = 0; u < k_; ++u) {
+            const float* const x = &rows_(u, lo);
+            for (long j = 0; j < len; ++j) {
+              const std::uint32_t mb = detail::exact::magnitude_bits(x[j]);
+              mx = mb > mx ? mb : mx;
+              mn1 = mb - 1u < mn1 ? mb - 1u : mn1;
+            }
+          }
+          const std::int32_t e = detail::exact::exponent_of_magnitude_bits(mx);
+          if (e == 255) {
+            ++bad_total;
+            return;
+          }
+          exps_(b) = e;
+          const std::int32_t e_top = e > 1 ? e : 1;
+          const std::int32_t e_min = static_cast<std::int32_t>((mn1 + 1u) >> 23);
+          const std::int32_t e_low = mn1 == 0xFFFFFFFFu ? e_top : (e_min > 1 ? e_min : 1);
+          int count = 0;
+          if (e_top - e_low <= detail::exact::exact_double_span(h)) {
+            double t[block_size];
+            for (long j = 0; j < len; ++j) t[j] = 0.0;
+            for (long u = 0; u < k_; ++u) {
+              const float* const x = &rows_(u, lo);
+              for (long j = 0; j < len; ++j) t[j] += static_cast<double>(x[j]);
+            }
+            for (long j = 0; j < len; ++j) {
+              int over;
+              sum_(lo + j) = detail::exact::to_float_checked(t[j], over);
+              count += over;
+            }
+          } else {
+            const std::int32_t base = detail::exact::quantise_base(e, h);
+            const double scale = detail::exact::dequantise_scale(e, h);
+            std::int64_t t[block_size];
+            for (long j = 0; j < len; ++j) t[j] = 0;
+            for (long u = 0; u < k_; ++u)
+              for (long j = 0; j < len; ++j) t[j] += detail::exact::quantise(rows_(u, lo + j), base);
+            for (long j = 0; j < len; ++j) {
+              int over;
+              sum_(lo + j) = detail::exact::dequantise(t[j], scale, over);
+              count += over;
+            }
+          }
+          bad_total += count;
+        },
+        bad);
+    space.fence();
+    return bad;
+  }
+
   /// sum(i) = the float of (add + [with_rows] this rank's rows' quantise(rows(u, i)) + the extra
   /// rows' ones); returns how many of these were too large for a float (each set to +0): an
   /// integer count, exact in any order.
@@ -218,13 +293,21 @@ class Exact {
     const long nblocks = (n + block_size - 1) / block_size;
     // Workspace is kept between calls (a training step calls reduce once with the same sizes).
     Workspace<mem>& ws = workspace<mem>();
+    const std::int32_t headroom =
+        static_cast<std::int32_t>(std::bit_width(static_cast<unsigned long>(total_micro_batches - 1)));
+    const exec& space = par.space();
+    if constexpr (host_memory<mem>) {
+      if (par.size() == 1) {
+        // Every row is here: nothing to agree on, so one fused pass per block (the same bits).
+        ws.ensure_exps(nblocks);
+        const detail::exact::BlockKernels<exec, Rows, decltype(ws.exps), Sum> kern{space, rows, ws.exps, sum, headroom, n, k};
+        return {kern.local_sum(0, nblocks) == 0};
+      }
+    }
     // With DataParallel on host memory the exponent all-reduce also carries one slot per rank, in
     // which only that rank writes its row count k: after the MAX every rank knows every rank's k.
     const long slots = fast_path<Par, Rows, Sum> && par.size() > 1 ? par.size() : 0;
     ws.ensure_exps(nblocks + slots);
-    const exec& space = par.space();
-    const std::int32_t headroom =
-        static_cast<std::int32_t>(std::bit_width(static_cast<unsigned long>(total_micro_batches - 1)));
     const auto blocks = Kokkos::make_pair(0L, nblocks);
 
     // 1. Largest biased exponent per block over this rank's rows (255 flags Inf/NaN): an integer

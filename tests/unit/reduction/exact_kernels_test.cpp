@@ -50,6 +50,26 @@ bool ref_dequantise(std::int64_t total, std::int32_t e, int h, float& out) {
   return true;
 }
 
+/// The reference reduction of all of `rows` (one row per micro-batch), scalar, in the plain
+/// order, into `want`; false when a sum overflowed a float.
+template <class Rows, class Sum>
+bool ref_reduce(const Rows& rows, const Sum& want) {
+  const long m = static_cast<long>(rows.extent(0)), n = static_cast<long>(rows.extent(1));
+  const int h = static_cast<int>(std::bit_width(static_cast<unsigned long>(m - 1)));
+  bool finite = true;
+  for (long b = 0; b * 256 < n; ++b) {
+    std::int32_t e = 0;
+    for (long u = 0; u < m; ++u)
+      for (long i = b * 256; i < std::min(n, (b + 1) * 256); ++i) e = std::max(e, ref_biased_exponent(rows(u, i)));
+    for (long i = b * 256; i < std::min(n, (b + 1) * 256); ++i) {
+      std::int64_t total = 0;
+      for (long u = 0; u < m; ++u) total += ref_quantise(rows(u, i), e, h);
+      finite = ref_dequantise(total, e, h, want(i)) && finite;
+    }
+  }
+  return finite;
+}
+
 float from_bits(std::uint32_t u) { return std::bit_cast<float>(u); }
 std::uint64_t mix(std::uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -242,20 +262,8 @@ TEST_SUITE("reduction/exact_kernels") {
           }
           rows(u, i) = (r >> 63) ? -x : x;
         }
-      // The reference reduction, scalar, in the plain order.
-      const int h = static_cast<int>(std::bit_width(static_cast<unsigned long>(m - 1)));
       Sum want("want", n);
-      bool want_finite = true;
-      for (long b = 0; b * 256 < n; ++b) {
-        std::int32_t e = 0;
-        for (long u = 0; u < m; ++u)
-          for (long i = b * 256; i < std::min(n, (b + 1) * 256); ++i) e = std::max(e, ref_biased_exponent(rows(u, i)));
-        for (long i = b * 256; i < std::min(n, (b + 1) * 256); ++i) {
-          std::int64_t total = 0;
-          for (long u = 0; u < m; ++u) total += ref_quantise(rows(u, i), e, h);
-          want_finite = ref_dequantise(total, e, h, want(i)) && want_finite;
-        }
-      }
+      const bool want_finite = ref_reduce(rows, want);
       reprosgd::Serial<Space> par;
       reprosgd::Exact exact;
       Sum got("got", n);
@@ -265,4 +273,62 @@ TEST_SUITE("reduction/exact_kernels") {
     }
   }
   TEST_CASE_TEMPLATE_APPLY(exact_ref_id, reprosgd_test::host_spaces);
+
+  TEST_CASE_TEMPLATE_DEFINE("Exact::reduce on one rank: the double-sum blocks give the reference bits", Space,
+                            exact_span_id) {
+    // One rank takes a plain double sum for blocks whose exponent span is at most 29 - h
+    // (exact_double_span) and the integer grid otherwise. Every block here sits at, just below or
+    // just above that limit (and at the grid's own limit 38 - h), with the smallest value placed
+    // in any row, full 24-bit significands (so a lost bit would show), exact cancellations,
+    // -0 in every row, subnormals, and sums at the float overflow limit.
+    using Rows = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace>;
+    using Sum = Kokkos::View<float*, Kokkos::HostSpace>;
+    const int spans[] = {0, 1, 20, 25, 26, 27, 28, 29, 30, 31, 35, 36, 37, 38, 39, 40, 60};
+    const long nspans = static_cast<long>(std::size(spans));
+    const long n = (nspans + 4) * 256 + 13;
+    for (long m : {1L, 2L, 3L, 4L, 5L, 8L, 9L}) {
+      Rows rows("rows", m, n);
+      for (long u = 0; u < m; ++u)
+        for (long i = 0; i < n; ++i) {
+          const std::uint64_t r = mix(static_cast<std::uint64_t>(m * 7919 + u * n + i) ^ 0x5EED);
+          const long block = i / 256, j = i % 256;
+          const float sig = 1.0f + static_cast<float>(r >> 41) * 0x1p-23f;  // 24-bit significand
+          float x;
+          if (block < nspans) {
+            // Exponents in [top - span, top]: the block's top value in row 0, its smallest in
+            // row m-1 (so both extremes are present whatever the span), the rest in between.
+            const int span = spans[block], top = 10 + static_cast<int>(block % 3) * 40;
+            const int ex = (u == 0 && j == 0) ? top : (u == m - 1 && j == 1) ? top - span
+                                                                              : top - static_cast<int>((r >> 8) % static_cast<std::uint64_t>(span + 1));
+            x = std::ldexp(sig, ex - 127);
+            if (j == 2) x = (u % 2 == 0) ? x : -rows(u - 1, i);  // exact cancellations in pairs
+          } else if (block == nspans) {
+            x = -0.0f;  // a block of -0 in every row: the sum is +0
+          } else if (block == nspans + 1) {
+            // subnormals next to small normals (span within the double-sum limit)
+            x = (r & 1) ? from_bits(static_cast<std::uint32_t>(r >> 40) & 0x7FFFFFu) : std::ldexp(sig, -120);
+          } else if (block == nspans + 2) {
+            // at the overflow limit: FLT_MAX in every row overflows for m >= 2, FLT_MAX/2 + FLT_MAX/2 does not
+            x = (j % 2 == 0) ? std::numeric_limits<float>::max() : std::numeric_limits<float>::max() / static_cast<float>(m);
+          } else {
+            x = (r & 3) == 0 ? 0.0f : std::ldexp(sig, -static_cast<int>((r >> 8) % 20));  // gradient-like
+          }
+          rows(u, i) = (r >> 63) && j != 2 ? -x : x;
+        }
+      Sum want("want", n), got("got", n);
+      const bool want_finite = ref_reduce(rows, want);
+      reprosgd::Serial<Space> par;
+      reprosgd::Exact exact;
+      CHECK(exact.reduce(par, rows, m, got).finite == want_finite);
+      REPROSGD_CHECK_BITWISE_EQUAL(got, want);
+      // Inf or NaN anywhere: reported, never converted.
+      for (const float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+        Rows copy("copy", m, n);
+        Kokkos::deep_copy(copy, rows);
+        copy(m - 1, 3 * 256 + 7) = bad;
+        CHECK_FALSE(exact.reduce(par, copy, m, got).finite);
+      }
+    }
+  }
+  TEST_CASE_TEMPLATE_APPLY(exact_span_id, reprosgd_test::host_spaces);
 }

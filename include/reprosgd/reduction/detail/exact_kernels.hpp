@@ -127,14 +127,11 @@ KOKKOS_INLINE_FUNCTION double int64_to_double(std::int64_t n) {
   return (hi - 0x1.000008p84) + (lo - 0x1p52);  // 0x1.000008p84 = 2^84 + 2^63
 }
 
-/// The float of an integer block sum `n` (scale = dequantise_scale(E, h)), and whether it
-/// overflowed a float (then +0 is returned: the caller reports it; converting it would be UB).
-/// The scaling by a power of two is exact (|n| <= 2^63 and scale >= 2^-187 keep it a normal double),
-/// so the value is the reference float(double(n) * 2^-shift). The overflow test and the zeroing
-/// work on the double's bits (|v| >= limit as integers, exact for finite v) so that the loop
-/// has no branch and vectorises.
-KOKKOS_INLINE_FUNCTION float dequantise(std::int64_t n, double scale, int& overflowed) {
-  const double v = int64_to_double(n) * scale;
+/// The float nearest the double v, and whether it overflowed a float (then +0 is returned: the
+/// caller reports it; converting it would be UB). The overflow test and the zeroing work on the
+/// double's bits (|v| >= limit as integers, exact for finite v) so that a loop over it has no
+/// branch and vectorises.
+KOKKOS_INLINE_FUNCTION float to_float_checked(double v, int& overflowed) {
   std::uint64_t vb;
   std::memcpy(&vb, &v, sizeof vb);
   const std::uint64_t over = (vb & 0x7FFFFFFFFFFFFFFFull) >= float_overflow_limit_bits ? 1u : 0u;
@@ -144,6 +141,33 @@ KOKKOS_INLINE_FUNCTION float dequantise(std::int64_t n, double scale, int& overf
   std::memcpy(&kept, &vb, sizeof kept);
   return static_cast<float>(kept);
 }
+
+/// The float of an integer block sum `n` (scale = dequantise_scale(E, h)), and whether it
+/// overflowed a float (then +0 is returned: the caller reports it; converting it would be UB).
+/// The scaling by a power of two is exact (|n| <= 2^63 and scale >= 2^-187 keep it a normal double),
+/// so the value is the reference float(double(n) * 2^-shift).
+KOKKOS_INLINE_FUNCTION float dequantise(std::int64_t n, double scale, int& overflowed) {
+  return to_float_checked(int64_to_double(n) * scale, overflowed);
+}
+
+/**
+ * The largest exponent distance within a block for which a plain double sum gives the reference
+ * bits, without the integer grid: max(E,1) - max(e_min,1) <= exact_double_span(h), where e_min is
+ * the smallest biased exponent of a non-zero value of the block (over every row) and h the
+ * headroom (at most 2^h rows are added).
+ *
+ * Why: every value is a multiple of 2^(max(e_min,1) - 150) and below 2^(max(E,1) - 126) in
+ * magnitude, so every partial sum of at most 2^h of them is a multiple of that unit below
+ * 2^(h + max(E,1) - 126): at most h + span + 24 significant bits, which is <= 53 for
+ * span <= 29 - h. A double sum from +0.0 is then exact in any order: it is the exact sum S. The
+ * reference is exact too under that condition: quantise() loses nothing when a value's exponent
+ * is within 38 - h of E (its grid step is 2^(max(E,1) + h - 188) and its last bit weighs
+ * 2^(max(e,1) - 150)), so the integer total is S * 2^shift, which has at most 53 significant bits
+ * as well: int64 -> double is exact, the scaling is exact, and the one rounding of both is
+ * float(S), with the same overflow limit. Signs of zero agree: an exact zero total is +0 in the
+ * reference, and a double sum starting from +0.0 can only reach -0 from -0 + -0.
+ */
+KOKKOS_INLINE_FUNCTION std::int32_t exact_double_span(std::int32_t headroom) { return 29 - headroom; }
 
 }  // namespace detail::exact
 
