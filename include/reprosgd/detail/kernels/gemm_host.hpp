@@ -22,9 +22,11 @@
 #include <reprosgd/version.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #if defined(__AVX__)
 #include <immintrin.h>
@@ -118,23 +120,26 @@ inline void store(float* p, vfloat v) { std::memcpy(p, &v, sizeof(v)); }
 // Never inlined: inlined into a large caller (the Kokkos functor, with the packing loops) GCC 12
 // spilled 8 of the 12 accumulators to the stack in the inner loop and the GEMM ran at half speed
 // (40 against 77 GFLOP/s on 128x512x784); on its own it keeps all of them in registers.
-template <bool Packed>
+// Rows < mr computes only the first Rows rows of the micro-tile (the last, partial row strip of C:
+// 128 = 21 x 6 + 2 rows spends a third of a full call on 2 rows instead of a whole one).
+template <bool Packed, int Rows = mr>
 __attribute__((noinline)) void micro_kernel(int kc, const float* __restrict ap, std::ptrdiff_t ars, std::ptrdiff_t acs,
                          const float* __restrict bp, float* __restrict c, std::ptrdiff_t ldc, bool first,
                          const float* __restrict bias = nullptr) {
+  static_assert(Rows >= 1 && Rows <= mr);
   if constexpr (Packed) {
     ars = 1;
     acs = mr;
   }
-  vfloat acc[mr][nv];
+  vfloat acc[Rows][nv];
   if (first) {
 #pragma GCC unroll 32
-    for (int r = 0; r < mr; ++r)
+    for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) acc[r][v] = vfloat{};  // +0.0f in every lane
   } else {
 #pragma GCC unroll 32
-    for (int r = 0; r < mr; ++r)
+    for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) acc[r][v] = load(c + r * ldc + v * lanes);
   }
@@ -143,7 +148,7 @@ __attribute__((noinline)) void micro_kernel(int kc, const float* __restrict ap, 
 #pragma GCC unroll 4
     for (int v = 0; v < nv; ++v) b[v] = load(bp + v * lanes);
 #pragma GCC unroll 32
-    for (int r = 0; r < mr; ++r) {
+    for (int r = 0; r < Rows; ++r) {
       const float a = ap[r * ars];
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) {
@@ -162,18 +167,31 @@ __attribute__((noinline)) void micro_kernel(int kc, const float* __restrict ap, 
 #pragma GCC unroll 4
     for (int v = 0; v < nv; ++v) bv[v] = load(bias + v * lanes);
 #pragma GCC unroll 32
-    for (int r = 0; r < mr; ++r)
+    for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) acc[r][v] = acc[r][v] + bv[v];
   }
 #pragma GCC unroll 32
-  for (int r = 0; r < mr; ++r)
+  for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < nv; ++v) store(c + r * ldc + v * lanes, acc[r][v]);
 }
 
-/// The micro-kernel on a partial tile (rows < mr or cols < nr): runs on a full-size buffer and
-/// copies only the valid part in and out.
+/// The micro-kernel on the first `rows` (1 to mr) rows of a tile with all nr columns: one
+/// instantiation per row count, picked from a table.
+template <bool Packed, std::size_t... R>
+constexpr auto micro_kernels_by_rows(std::index_sequence<R...>) {
+  return std::array{&micro_kernel<Packed, static_cast<int>(R) + 1>...};
+}
+template <bool Packed>
+inline void micro_kernel_rows(int rows, int kc, const float* ap, std::ptrdiff_t ars, std::ptrdiff_t acs,
+                              const float* bp, float* c, std::ptrdiff_t ldc, bool first, const float* bias) {
+  static constexpr auto table = micro_kernels_by_rows<Packed>(std::make_index_sequence<mr>{});
+  table[static_cast<std::size_t>(rows - 1)](kc, ap, ars, acs, bp, c, ldc, first, bias);
+}
+
+/// The micro-kernel on a tile with fewer than nr columns (and any rows): runs on a full-size
+/// buffer and copies only the valid part in and out.
 template <bool Packed>
 inline void micro_kernel_edge(int kc, const float* ap, std::ptrdiff_t ars, std::ptrdiff_t acs, const float* bp,
                               float* c, std::ptrdiff_t ldc, bool first, int rows, int cols,
@@ -458,6 +476,8 @@ inline void compute_tile(const Plan& pl, int t, const Operand& a, const Operand&
           const float* ap = abuf + (direct_a ? 0 : static_cast<std::ptrdiff_t>(sm - sm0) * mr * kc);
           if (rows == mr && cols == nr)
             micro_kernel<true>(kc, ap, 1, mr, bp, cp, ldc, first, bias_j);
+          else if (cols == nr)
+            micro_kernel_rows<true>(rows, kc, ap, 1, mr, bp, cp, ldc, first, bias_j);
           else
             micro_kernel_edge<true>(kc, ap, 1, mr, bp, cp, ldc, first, rows, cols, bias_j);
         }
