@@ -149,7 +149,11 @@ struct BlockKernels {
           const std::int32_t e_min = static_cast<std::int32_t>((mn1 + 1u) >> 23);
           const std::int32_t e_low = mn1 == 0xFFFFFFFFu ? e_top : (e_min > 1 ? e_min : 1);
           int count = 0;
-          if (e_top - e_low <= detail::exact::exact_double_span(h)) {
+          if (k_ == 1 && e_top - e_low <= detail::exact::exact_double_span(h)) {
+            // One row: its exact sum is the row itself (+0 for -0, as the integer total 0 gives).
+            const float* const x = &rows_(0, lo);
+            for (long j = 0; j < len; ++j) sum_(lo + j) = x[j] + 0.0f;
+          } else if (e_top - e_low <= detail::exact::exact_double_span(h)) {
             double t[block_size];
             for (long j = 0; j < len; ++j) t[j] = 0.0;
             for (long u = 0; u < k_; ++u) {
