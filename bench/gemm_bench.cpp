@@ -186,14 +186,18 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "gemm_bench: warning: %s is set; OpenBLAS then does not pick its own kernel/blocking. "
                            "Run with `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE`.\n", var);
 
-  // Forward 784-512-512-10, weight gradients X^T*dY, input gradients dY*W^T; batch 128.
+  // Forward 784-512-512-10, weight gradients X^T*dY, input gradients dY*W^T (whole, and per
+  // feature chunk); batch 128.
   std::vector<int> batches{128};
   if (opt.microbatch) batches = {128, 32, 16};
   std::vector<Case> cases;
   for (const int bsz : batches)
     for (const Case cs : {Case{gemm_op::nn, bsz, 512, 784}, Case{gemm_op::nn, bsz, 512, 512}, Case{gemm_op::nn, bsz, 10, 512},
                           Case{gemm_op::tn, 784, 512, bsz}, Case{gemm_op::tn, 512, 512, bsz}, Case{gemm_op::tn, 512, 10, bsz},
-                          Case{gemm_op::nt, bsz, 784, 512}, Case{gemm_op::nt, bsz, 512, 512}, Case{gemm_op::nt, bsz, 512, 10}})
+                          Case{gemm_op::nt, bsz, 784, 512}, Case{gemm_op::nt, bsz, 512, 512}, Case{gemm_op::nt, bsz, 512, 10},
+                          // the 512-wide layer's input gradient as Dense computes it: one GEMM per
+                          // 64-feature chunk (default_feature_chunk), K = 64
+                          Case{gemm_op::nt, bsz, 512, 64}})
       cases.push_back(cs);
   if (opt.smoke) cases = {Case{gemm_op::nn, 13, 17, 19}, Case{gemm_op::tn, 13, 17, 19}, Case{gemm_op::nt, 13, 17, 19}};
 

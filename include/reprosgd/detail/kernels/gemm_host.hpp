@@ -80,7 +80,7 @@ inline constexpr int kc_target = REPROSGD_IMPL_GEMM_KC;
 #ifndef REPROSGD_IMPL_GEMM_NC
 #define REPROSGD_IMPL_GEMM_NC 512
 #endif
-/// A row-major A is packed when a tile has at least this many column strips (the copy is then
+/// A (row-major or transposed) is packed when a tile has at least this many column strips (the copy is then
 /// shared by that many micro-kernel calls per row strip); narrower tiles read A in place.
 #ifndef REPROSGD_IMPL_GEMM_PACK_A_MIN_STRIPS
 #define REPROSGD_IMPL_GEMM_PACK_A_MIN_STRIPS 4
@@ -426,11 +426,12 @@ inline void compute_tile(const Plan& pl, int t, const Operand& a, const Operand&
       for (int j = j0; j < j1; ++j) c[i * ldc + j] = bias ? 0.0f + bias[j] : 0.0f;
     return;
   }
-  // A is packed once per K block into MR-row strips that every column strip of the tile reuses. A
-  // row-major A (gemm_nn, gemm_nt) in a narrow tile (few column strips, e.g. N = 10) is read in
-  // place instead, where the copy would not pay for itself; then only a partial last row strip
-  // (rows < MR) is packed, zero-padded. A transposed A (gemm_tn) is always packed.
-  const bool direct_a = a.cs == 1 && sn1 - sn0 < pack_a_min_strips;
+  // A is packed once per K block into MR-row strips that every column strip of the tile reuses. In
+  // a narrow tile (few column strips, e.g. N = 10) A is read in place instead, where the copy
+  // would not pay for itself: row-major (gemm_nn, gemm_nt) or transposed (gemm_tn: the MR values
+  // of a step are adjacent, the steps a row apart); then only a partial last row strip
+  // (rows < MR) is packed, zero-padded.
+  const bool direct_a = (a.cs == 1 || a.rs == 1) && sn1 - sn0 < pack_a_min_strips;
   float* abuf = align_up(buffer);
   float* bbuf = align_up(abuf + static_cast<std::ptrdiff_t>(direct_a ? 1 : pl.max_strips_m) * mr * pl.kc);
   const int last_sm = pl.m / mr;  // strips from here on are partial
