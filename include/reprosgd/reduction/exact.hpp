@@ -109,7 +109,7 @@ struct BlockKernels {
   /// The whole reduction when this rank's rows are all the rows (one rank, host memory), in one
   /// pass per block while its rows are in L1: the block exponent, then either a plain double sum
   /// when the block's exponent span allows it (exact_double_span(): the same bits, without the
-  /// integer grid) or quantise and dequantise as finish() does. Sets exps(b) for finite blocks.
+  /// integer grid) or quantise and dequantise as finish() does.
   /// Returns how many blocks hold an Inf or NaN (their sums are left unwritten) plus how many
   /// sums were too large for a float (each set to +0): zero exactly when the sum is finite.
   long local_sum(long b0, long b1) const
@@ -117,7 +117,6 @@ struct BlockKernels {
   {
     if (b1 <= b0) return 0;
     const Rows rows_ = rows;
-    const Exps exps_ = exps;
     const Sum sum_ = sum;
     const std::int32_t h = headroom;
     const long n_ = n, k_ = k;
@@ -144,16 +143,16 @@ struct BlockKernels {
             ++bad_total;
             return;
           }
-          exps_(b) = e;
           const std::int32_t e_top = e > 1 ? e : 1;
           const std::int32_t e_min = static_cast<std::int32_t>((mn1 + 1u) >> 23);
           const std::int32_t e_low = mn1 == 0xFFFFFFFFu ? e_top : (e_min > 1 ? e_min : 1);
+          const bool in_double = e_top - e_low <= detail::exact::exact_double_span(h);
           int count = 0;
-          if (k_ == 1 && e_top - e_low <= detail::exact::exact_double_span(h)) {
+          if (in_double && k_ == 1) {
             // One row: its exact sum is the row itself (+0 for -0, as the integer total 0 gives).
             const float* const x = &rows_(0, lo);
             for (long j = 0; j < len; ++j) sum_(lo + j) = x[j] + 0.0f;
-          } else if (e_top - e_low <= detail::exact::exact_double_span(h)) {
+          } else if (in_double) {
             double t[block_size];
             for (long j = 0; j < len; ++j) t[j] = 0.0;
             for (long u = 0; u < k_; ++u) {
