@@ -181,7 +181,8 @@ void gemm_dispatch(const char* name, const ExecSpace& space, const AV& a, const 
  * C = A * B for row-major float matrices: A is M x K, B is K x N, C is M x N (overwritten).
  *
  * @deterministic Every element is computed as `float acc = 0.0f; for p = 0..K-1 (ascending):
- * acc = acc + A(i,p) * B(p,j)` with the product rounded before the add (no FMA) and stored as is.
+ * acc = fma(A(i,p), B(p,j), acc)` (an explicit fused multiply-add: one rounding per step) and stored
+ * as is.
  * The bits do not depend on the thread count, the backend, the compiler or its flags. Not
  * collective. Asynchronous like a Kokkos kernel: fence `space` before reading C on the host.
  *
@@ -207,8 +208,8 @@ void gemm_nn(const ExecSpace& space, const AV& a, const BV& b, const CV& c) {
  * C = A * B + bias: gemm_nn followed by C(i,j) = C(i,j) + bias(j), in one pass (the forward step
  * of a Dense layer). A is M x K, B is K x N, bias has N elements, C is M x N (overwritten).
  *
- * @deterministic Every element is the gemm_nn sum `acc` (K ascending from +0.0f, a rounded multiply
- * and a rounded add per step), then one rounded add `acc + bias(j)`: the bits of gemm_nn followed
+ * @deterministic Every element is the gemm_nn sum `acc` (K ascending from +0.0f, one fused
+ * multiply-add per step), then one rounded add `acc + bias(j)`: the bits of gemm_nn followed
  * by a separate bias pass, on every backend, thread count and compiler. Not collective.
  * Asynchronous: fence `space` before reading C on the host.
  * @throws reprosgd::config_error on mismatched shapes (bias must have N elements) or aliasing.

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -53,8 +54,8 @@ void fill(const host_matrix& v, std::uint64_t seed) {
     for (std::size_t j = 0; j < v.extent(1); ++j) v(i, j) = g.next();
 }
 
-// The contract, written as plainly as possible: acc = acc + a*b, p ascending, from +0.0f.
-// (The target sets -ffp-contract=off, so the product is rounded before the add.)
+// The contract, written as plainly as possible: acc = fma(a, b, acc), p ascending, from +0.0f.
+// (std::fma is correctly rounded, whether the CPU or the library computes it.)
 template <gemm_op Op>
 host_matrix reference(const host_matrix& a, const host_matrix& b, int m, int n, int k) {
   host_matrix c("reference", m, n);
@@ -64,7 +65,7 @@ host_matrix reference(const host_matrix& a, const host_matrix& b, int m, int n, 
       for (int p = 0; p < k; ++p) {
         const float av = Op == gemm_op::tn ? a(p, i) : a(i, p);
         const float bv = Op == gemm_op::nt ? b(j, p) : b(p, j);
-        acc = acc + av * bv;
+        acc = std::fma(av, bv, acc);
       }
       c(i, j) = acc;
     }
@@ -146,23 +147,27 @@ TEST_SUITE("kernels/gemm") {
 
 TEST_CASE("the chosen inputs make the summation order visible") {
   // Without this, equality with the reference would prove little: a reordered (reversed) or
-  // fused (FMA) accumulation must give different bits on these inputs.
+  // unfused (a rounded multiply, then a rounded add) accumulation must give different bits on these
+  // inputs.
   const int m = 16, n = 16, k = 512;
   host_matrix a("a", m, k), b("b", k, n);
   fill(a, 11);
   fill(b, 12);
   const host_matrix forward = reference<gemm_op::nn>(a, b, m, n, k);
-  host_matrix reversed("reversed", m, n), fused("fused", m, n);
+  host_matrix reversed("reversed", m, n), unfused("unfused", m, n);
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
-      float r = 0.0f, f = 0.0f;
-      for (int p = k - 1; p >= 0; --p) r = r + a(i, p) * b(p, j);
-      for (int p = 0; p < k; ++p) f = std::fma(a(i, p), b(p, j), f);
+      float r = 0.0f, u = 0.0f;
+      for (int p = k - 1; p >= 0; --p) r = std::fma(a(i, p), b(p, j), r);
+      for (int p = 0; p < k; ++p) {
+        const float prod = a(i, p) * b(p, j);  // rounded: the target compiles with -ffp-contract=off
+        u = u + prod;
+      }
       reversed(i, j) = r;
-      fused(i, j) = f;
+      unfused(i, j) = u;
     }
   CHECK(bit_differences(forward, reversed) > m * n / 4);
-  CHECK(bit_differences(forward, fused) > m * n / 4);
+  CHECK(bit_differences(forward, unfused) > m * n / 4);
 }
 
 TEST_CASE_TEMPLATE_DEFINE("bitwise equal to the scalar loop", Space, gemm_reference_test) {
@@ -383,6 +388,42 @@ TEST_CASE("unmanaged views, subviews and the default-instance overloads") {
   Kokkos::deep_copy(cbt, sbt);
   CHECK(bit_differences(t_c, reference<gemm_op::nt>(ca, cbt, m, n, k)) == 0);
 }
+
+#if defined(REPROSGD_IMPL_GEMM_FMA_CLONE)
+// Only in builds without FMA instructions (the -O2 variant): the kernel body with fmaf per lane (a
+// library call, the path of a CPU without FMA) and the clone compiled for the FMA extension (taken
+// on this CPU) must give the bits of the scalar reference, for every row count.
+template <int Rows>
+void check_fma_clone_rows() {
+  namespace gh = reprosgd::detail::gemm_host;
+  const int kc = 203;
+  InputGenerator g(Rows);
+  std::vector<float> ap(static_cast<std::size_t>(gh::mr) * kc), bp(static_cast<std::size_t>(gh::nr) * kc);
+  for (float& x : ap) x = g.next();
+  for (float& x : bp) x = g.next();
+  std::vector<float> body(gh::mr * gh::nr, 1.0f), clone(gh::mr * gh::nr, 1.0f);
+  gh::micro_kernel_body<true, Rows>(kc, ap.data(), 1, gh::mr, bp.data(), body.data(), gh::nr, true, nullptr);
+  gh::micro_kernel_fma<true, Rows>(kc, ap.data(), 1, gh::mr, bp.data(), clone.data(), gh::nr, true, nullptr);
+  int differences = 0;
+  for (int r = 0; r < gh::mr; ++r)
+    for (int j = 0; j < gh::nr; ++j) {
+      float want = 1.0f;  // rows past Rows are not written
+      if (r < Rows) {
+        want = 0.0f;
+        for (int p = 0; p < kc; ++p) want = std::fma(ap[p * gh::mr + r], bp[p * gh::nr + j], want);
+      }
+      differences += std::bit_cast<std::uint32_t>(body[r * gh::nr + j]) != std::bit_cast<std::uint32_t>(want);
+      differences += std::bit_cast<std::uint32_t>(clone[r * gh::nr + j]) != std::bit_cast<std::uint32_t>(want);
+    }
+  CHECK_MESSAGE(differences == 0, Rows, " rows");
+}
+
+TEST_CASE("without FMA in the build: the library fmaf path and the FMA clone give the reference bits") {
+  [&]<std::size_t... R>(std::index_sequence<R...>) {
+    (check_fma_clone_rows<static_cast<int>(R) + 1>(), ...);
+  }(std::make_index_sequence<reprosgd::detail::gemm_host::mr>{});
+}
+#endif
 
 TEST_CASE("shape errors name the operation and both shapes") {
   host_matrix a("a", 128, 784), b("b", 512, 512), c("c", 128, 512), c2("c2", 128, 10);

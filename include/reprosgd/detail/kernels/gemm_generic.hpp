@@ -37,15 +37,14 @@ struct GemmAccess<gemm_op::nt> {
   KOKKOS_INLINE_FUNCTION static float b(const BV& v, int p, int j) { return v(j, p); }
 };
 
-/// acc + a*b with the product rounded to float before the add, on every compiler: device code
-/// uses the round-to-nearest intrinsics, which are never contracted into an FMA even without
-/// --fmad=false; host code relies on -ffp-contract=off (set by the ReproSGD::reprosgd target).
-KOKKOS_INLINE_FUNCTION float mul_then_add(float acc, float a, float b) {
+/// fma(a, b, acc): one rounding of the exact a*b + acc (IEEE fusedMultiplyAdd), the operation of
+/// the host kernel's FMA instructions: correctly rounded everywhere (device intrinsic, hardware FMA
+/// or glibc's fmaf), so every backend gives the same bits.
+KOKKOS_INLINE_FUNCTION float fused_multiply_add(float a, float b, float acc) {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
-  return __fadd_rn(acc, __fmul_rn(a, b));
+  return __fmaf_rn(a, b, acc);
 #else
-  const float prod = a * b;
-  return acc + prod;
+  return __builtin_fmaf(a, b, acc);
 #endif
 }
 
@@ -75,7 +74,7 @@ struct GemmTileFunctor {
       for (int r = 0; r < tile_m; ++r) av[r] = (i0 + r < m_) ? access::a(a_, i0 + r, p) : 0.0f;
       for (int c = 0; c < tile_n; ++c) bv[c] = (j0 + c < n_) ? access::b(b_, p, j0 + c) : 0.0f;
       for (int r = 0; r < tile_m; ++r)
-        for (int c = 0; c < tile_n; ++c) acc[r][c] = mul_then_add(acc[r][c], av[r], bv[c]);
+        for (int c = 0; c < tile_n; ++c) acc[r][c] = fused_multiply_add(av[r], bv[c], acc[r][c]);
     }
     for (int r = 0; r < tile_m; ++r)
       for (int c = 0; c < tile_n; ++c)

@@ -6,18 +6,20 @@
 // checked on its own; kernels/gemm.hpp drives it from a Kokkos TeamPolicy.
 //
 // Why every variant here gives the bits of the scalar reference loop
-//     float acc = 0.0f; for (p = 0; p < K; ++p) acc = acc + a(i,p) * b(p,j);  C(i,j) = acc;
+//     float acc = 0.0f; for (p = 0; p < K; ++p) acc = fmaf(a(i,p), b(p,j), acc);  C(i,j) = acc;
 // - Each output element lives in one vector lane of one accumulator register and sees exactly
-//   the reference's operations: a rounded multiply a(i,p)*b(p,j), then a rounded add to the
-//   accumulator, p ascending. Lanes never interact (no horizontal sums), so the vector width
-//   (SSE, AVX2, AVX-512) and the register blocking cannot change a result.
+//   the reference's operations: one fused multiply-add (a single rounding of the exact
+//   a(i,p)*b(p,j) + acc), p ascending. Lanes never interact (no horizontal sums), so the vector
+//   width (SSE, AVX2, AVX-512) and the register blocking cannot change a result.
+// - The FMA is explicit (an intrinsic, or fmaf per lane where the translation unit is compiled
+//   without FMA instructions): IEEE fusedMultiplyAdd is correctly rounded, so hardware FMA, glibc's
+//   fmaf and the device's __fmaf_rn give the same bits. Contraction by the compiler stays off
+//   (-ffp-contract=off): only the operations written as an FMA are fused.
 // - Blocking over K stores the float accumulator into C and reloads it for the next K block: the
 //   stored value is the accumulator itself, so the chain continues with the same operations.
-// - The first K block starts from +0.0f and adds, as the reference does (0 + (-0) = +0: starting
-//   from the first product instead would turn a -0 result into -0).
+// - The first K block starts from +0.0f, as the reference does (fma(a, b, +0) of an exact -0
+//   product is +0: starting from the first product instead would keep the -0).
 // - Padding rows/columns of the packed panels are zeros whose results are discarded.
-// - The code relies on -ffp-contract=off (set by the ReproSGD::reprosgd target) so that the
-//   separate multiply and add are not fused into an FMA.
 
 #include <reprosgd/version.hpp>
 
@@ -113,19 +115,35 @@ inline vfloat load(const float* p) {
 }
 inline void store(float* p, vfloat v) { std::memcpy(p, &v, sizeof(v)); }
 
-/// C[0:mr, 0:nr] (row stride ldc) = (first ? 0 : C) followed by kc steps of acc = acc + a*b, where
+/// acc + b * a in every lane with one rounding (IEEE fusedMultiplyAdd): the FMA instruction where
+/// the translation unit may use it, else fmaf per lane (glibc's fmaf is correctly rounded, using
+/// the CPU's FMA when it has one), so every build gives the same bits.
+__attribute__((always_inline)) inline vfloat fused_multiply_add(vfloat b, float a, vfloat acc) {
+#if defined(__AVX512F__)
+  static_assert(lanes == 16);
+  return _mm512_fmadd_ps(b, _mm512_set1_ps(a), acc);
+#elif defined(__FMA__)
+  static_assert(lanes == 8);
+  return _mm256_fmadd_ps(b, _mm256_set1_ps(a), acc);
+#else
+  vfloat out;
+  for (int l = 0; l < lanes; ++l) out[l] = __builtin_fmaf(b[l], a, acc[l]);
+  return out;
+#endif
+}
+
+/// C[0:mr, 0:nr] (row stride ldc) = (first ? 0 : C) followed by kc steps of acc = fma(a, b, acc), where
 /// step p reads A(r, p) = ap[r*ars + p*acs] and the packed B micro-panel row bp[p*nr + 0:nr].
 /// Packed A micro-panels have ars = 1, acs = mr (compile-time when Packed, so the compiler can
 /// use constant offsets); A read in place has its own strides.
-// Never inlined: inlined into a large caller (the Kokkos functor, with the packing loops) GCC 12
-// spilled 8 of the 12 accumulators to the stack in the inner loop and the GEMM ran at half speed
-// (40 against 77 GFLOP/s on 128x512x784); on its own it keeps all of them in registers.
 // Rows < mr computes only the first Rows rows of the micro-tile (the last, partial row strip of C:
 // 128 = 21 x 6 + 2 rows spends a third of a full call on 2 rows instead of a whole one).
-template <bool Packed, int Rows = mr>
-__attribute__((noinline)) void micro_kernel(int kc, const float* __restrict ap, std::ptrdiff_t ars, std::ptrdiff_t acs,
-                         const float* __restrict bp, float* __restrict c, std::ptrdiff_t ldc, bool first,
-                         const float* __restrict bias = nullptr) {
+// The body is inlined only into micro_kernel (and its FMA clone), never into a larger caller.
+template <bool Packed, int Rows>
+__attribute__((always_inline)) inline void micro_kernel_body(int kc, const float* __restrict ap, std::ptrdiff_t ars,
+                                                             std::ptrdiff_t acs, const float* __restrict bp,
+                                                             float* __restrict c, std::ptrdiff_t ldc, bool first,
+                                                             const float* __restrict bias) {
   static_assert(Rows >= 1 && Rows <= mr);
   if constexpr (Packed) {
     ars = 1;
@@ -152,9 +170,8 @@ __attribute__((noinline)) void micro_kernel(int kc, const float* __restrict ap, 
       const float a = ap[r * ars];
 #pragma GCC unroll 4
       for (int v = 0; v < nv; ++v) {
-        // The scalar a is broadcast to every lane (GCC/Clang vector extensions): one broadcast.
-        const vfloat prod = b[v] * a;  // rounded multiply (b*a == a*b exactly) ...
-        acc[r][v] = acc[r][v] + prod;  // ... then rounded add: never fused (-ffp-contract=off)
+        // The scalar a is broadcast to every lane; fma(b, a, acc) == fma(a, b, acc) exactly.
+        acc[r][v] = fused_multiply_add(b[v], a, acc[r][v]);
       }
     }
     ap += acs;
@@ -175,6 +192,37 @@ __attribute__((noinline)) void micro_kernel(int kc, const float* __restrict ap, 
   for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < nv; ++v) store(c + r * ldc + v * lanes, acc[r][v]);
+}
+
+#if !defined(__FMA__) && (defined(__x86_64__) || defined(__i386__))
+// Built without FMA instructions (no -march, or -march=x86-64): fused_multiply_add falls back to
+// fmaf per lane, a library call per element. A clone of the kernel compiled for the FMA extension
+// lets the compiler expand the same __builtin_fmaf into FMA instructions; it is taken when the CPU
+// has them (every x86-64 since Haswell and Piledriver). Same operation, so the same bits.
+#define REPROSGD_IMPL_GEMM_FMA_CLONE 1
+template <bool Packed, int Rows>
+__attribute__((noinline, target("fma"))) void micro_kernel_fma(int kc, const float* ap, std::ptrdiff_t ars,
+                                                               std::ptrdiff_t acs, const float* bp, float* c,
+                                                               std::ptrdiff_t ldc, bool first, const float* bias) {
+  micro_kernel_body<Packed, Rows>(kc, ap, ars, acs, bp, c, ldc, first, bias);
+}
+inline bool cpu_has_fma() {
+  static const bool has = __builtin_cpu_supports("fma");
+  return has;
+}
+#endif
+
+// Never inlined: inlined into a large caller (the Kokkos functor, with the packing loops) GCC 12
+// spilled 8 of the 12 accumulators to the stack in the inner loop and the GEMM ran at half speed
+// (40 against 77 GFLOP/s on 128x512x784); on its own it keeps all of them in registers.
+template <bool Packed, int Rows = mr>
+__attribute__((noinline)) void micro_kernel(int kc, const float* ap, std::ptrdiff_t ars, std::ptrdiff_t acs,
+                                            const float* bp, float* c, std::ptrdiff_t ldc, bool first,
+                                            const float* bias = nullptr) {
+#if defined(REPROSGD_IMPL_GEMM_FMA_CLONE)
+  if (cpu_has_fma()) return micro_kernel_fma<Packed, Rows>(kc, ap, ars, acs, bp, c, ldc, first, bias);
+#endif
+  micro_kernel_body<Packed, Rows>(kc, ap, ars, acs, bp, c, ldc, first, bias);
 }
 
 /// The micro-kernel on the first `rows` (1 to mr) rows of a tile with all nr columns: one
