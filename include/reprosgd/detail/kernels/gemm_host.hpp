@@ -207,7 +207,9 @@ __attribute__((noinline, target("fma"))) void micro_kernel_fma(int kc, const flo
   micro_kernel_body<Packed, Rows>(kc, ap, ars, acs, bp, c, ldc, first, bias);
 }
 inline bool cpu_has_fma() {
-  static const bool has = __builtin_cpu_supports("fma");
+  // __builtin_cpu_init first: a GEMM called from a static initialiser may run before libgcc's own
+  // CPU probe, and the flag is read only once.
+  static const bool has = (__builtin_cpu_init(), __builtin_cpu_supports("fma"));
   return has;
 }
 #endif
