@@ -401,20 +401,17 @@ void check_fma_clone_rows() {
   std::vector<float> ap(static_cast<std::size_t>(gh::mr) * kc), bp(static_cast<std::size_t>(gh::nr) * kc);
   for (float& x : ap) x = g.next();
   for (float& x : bp) x = g.next();
-  std::vector<float> body(gh::mr * gh::nr, 1.0f), clone(gh::mr * gh::nr, 1.0f);
+  host_matrix body("body", gh::mr, gh::nr), clone("clone", gh::mr, gh::nr);
+  Kokkos::deep_copy(body, 1.0f);  // rows past Rows are not written
+  Kokkos::deep_copy(clone, 1.0f);
   gh::micro_kernel_body<true, Rows>(kc, ap.data(), 1, gh::mr, bp.data(), body.data(), gh::nr, true, nullptr);
   gh::micro_kernel_fma<true, Rows>(kc, ap.data(), 1, gh::mr, bp.data(), clone.data(), gh::nr, true, nullptr);
-  int differences = 0;
-  for (int r = 0; r < gh::mr; ++r)
-    for (int j = 0; j < gh::nr; ++j) {
-      float want = 1.0f;  // rows past Rows are not written
-      if (r < Rows) {
-        want = 0.0f;
-        for (int p = 0; p < kc; ++p) want = std::fma(ap[p * gh::mr + r], bp[p * gh::nr + j], want);
-      }
-      differences += std::bit_cast<std::uint32_t>(body[r * gh::nr + j]) != std::bit_cast<std::uint32_t>(want);
-      differences += std::bit_cast<std::uint32_t>(clone[r * gh::nr + j]) != std::bit_cast<std::uint32_t>(want);
-    }
+  // The packed panels are A^T (kc x mr) and B (kc x nr): the scalar loop of gemm_tn.
+  host_matrix want = reference<gemm_op::tn>(host_matrix(ap.data(), kc, gh::mr), host_matrix(bp.data(), kc, gh::nr),
+                                            gh::mr, gh::nr, kc);
+  for (int r = Rows; r < gh::mr; ++r)
+    for (int j = 0; j < gh::nr; ++j) want(r, j) = 1.0f;
+  const std::size_t differences = bit_differences(body, want) + bit_differences(clone, want);
   CHECK_MESSAGE(differences == 0, Rows, " rows");
 }
 
