@@ -25,6 +25,7 @@
 #include <reprosgd/nn/layer_context.hpp>
 #include <reprosgd/nn/model_group.hpp>
 #include <reprosgd/optim/schedule.hpp>
+#include <reprosgd/reduction/canonical_blocks.hpp>
 #include <reprosgd/parallel/serial.hpp>
 #include <reprosgd/rng/philox_stream.hpp>
 #include <reprosgd/trainer/callbacks.hpp>
@@ -333,6 +334,7 @@ class Trainer {
       mine = par_.micro_batch_range(M);
       n_params = static_cast<long>(model.parameter_count());
       ensure_step_buffers(model, mine.size(), n_params, m);
+      if constexpr (ShardedParallelism<Par>) grad_blocks_ = gradient_blocks(model);
       mb_loss = Kokkos::View<double*, Kokkos::HostSpace>("reprosgd::mb_loss", mine.size());
       mb_correct = Kokkos::View<double*, Kokkos::HostSpace>("reprosgd::mb_correct", mine.size());
     };
@@ -385,7 +387,7 @@ class Trainer {
             backward(model, ctx, ws, m, row);
             sum_rows(m, mb_loss(u - mine.begin), mb_correct(u - mine.begin));
           }
-          const ReductionResult red = reduction_.reduce(par_, grads_, M, grad_sum_);
+          const ReductionResult red = reduce_gradients(M);
           par_.allgather_micro_batches(mb_loss, all_loss, M);
           par_.allgather_micro_batches(mb_correct, all_correct, M);
           double loss_sum = 0.0, correct = 0.0;
@@ -692,6 +694,34 @@ class Trainer {
     w->rows = rows;
     w->params = static_cast<long>(model.parameter_count());
     return w;
+  }
+
+  // The step's gradient sum. A shard's rows are reduced over the blocks of the whole model's
+  // parameter vector (grad_blocks_), never over the shard's own buffer: which elements share a
+  // block exponent, and so every rounding, is then the one-process run's on every grid
+  // (docs/reproducibility.md, "Every reduction over the canonical layout").
+  ReductionResult reduce_gradients(long M) {
+    if constexpr (ShardedParallelism<Par> && requires {
+                    reduction_.reduce(par_, grads_, M, grad_sum_, grad_blocks_, par_.model_group().parallelism());
+                  }) {
+      return reduction_.reduce(par_, grads_, M, grad_sum_, grad_blocks_, par_.model_group().parallelism());
+    } else {
+      static_assert(!ShardedParallelism<Par> || !reduction_type::rank_independent,
+                    "reprosgd::Trainer: a rank-independent reduction under model parallelism must reduce a shard "
+                    "over the whole model's blocks (reduce(par, rows, M, sum, CanonicalBlocks, group), as Exact does)");
+      return reduction_.reduce(par_, grads_, M, grad_sum_);
+    }
+  }
+  // Where this rank's parameters lie in the whole model's vector (one run for a whole model).
+  template <class Model>
+  static CanonicalBlocks<memory_space> gradient_blocks(const Model& model) {
+    if constexpr (requires { model.canonical_runs(model.model_rank()); }) {
+      const auto runs = model.canonical_runs(model.model_rank());
+      return {std::span<const CanonicalRun>(runs), model.canonical_parameter_count()};
+    } else {
+      const CanonicalRun whole{0, 0, model.parameter_count()};
+      return {std::span<const CanonicalRun>(&whole, 1), model.parameter_count()};
+    }
   }
 
   template <class Model>
@@ -1284,6 +1314,7 @@ class Trainer {
 #endif
   Matrix<memory_space> grads_;
   Buffer<memory_space> grad_sum_;
+  CanonicalBlocks<memory_space> grad_blocks_;  // sharded models: the reduction's blocks over this rank's shard
   Kokkos::View<float*, Kokkos::HostSpace> gathered_;  // canonical()'s gather buffer (sharded models)
   Kokkos::View<float*, Kokkos::HostSpace> host_loss_;
   Kokkos::View<std::int32_t*, Kokkos::HostSpace> host_correct_;

@@ -77,12 +77,7 @@ class Sequential {
   };
 
   /// A run of `length` parameters at `canonical` in the whole model's buffer and `local` in the shard.
-  struct Run {
-    std::size_t canonical = 0;
-    std::size_t local = 0;
-    std::size_t length = 0;
-    friend bool operator==(const Run&, const Run&) = default;
-  };
+  using Run = CanonicalRun;
 
   explicit Sequential(Layers... layers) : layers_(std::move(layers)...) {
     using first = std::tuple_element_t<0, std::tuple<Layers...>>;

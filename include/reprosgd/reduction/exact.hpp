@@ -5,6 +5,7 @@
 #include <reprosgd/concepts/reduction.hpp>
 #include <reprosgd/error.hpp>
 #include <reprosgd/fault/fault_injection.hpp>
+#include <reprosgd/reduction/canonical_blocks.hpp>
 #include <reprosgd/reduction/detail/exact_kernels.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -18,6 +19,7 @@
 #include <bit>
 #include <concepts>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -50,14 +52,40 @@ struct ExtraRows {
   long first = 0;
 };
 
+/// The blocks of a rank's elements [0, n) when they are the whole vector: block b is elements
+/// [256 b, min(256 (b + 1), n)).
+struct UniformBlocks {
+  long n = 0;
+  KOKKOS_INLINE_FUNCTION long begin(long b) const { return b * block_size < n ? b * block_size : n; }
+  KOKKOS_INLINE_FUNCTION long of(long i) const { return i / block_size; }
+};
+
+/// The blocks of a shard (CanonicalBlocks): segment s is elements [starts(s), starts(s + 1)), the
+/// shard's part of one canonical block.
+template <class Mem>
+struct SegmentBlocks {
+  Kokkos::View<const long*, Mem> starts;
+  KOKKOS_INLINE_FUNCTION long begin(long s) const { return starts(s); }
+  /// The segment holding element i: the last s with starts(s) <= i (binary search).
+  KOKKOS_INLINE_FUNCTION long of(long i) const {
+    long lo = 0, hi = static_cast<long>(starts.extent(0)) - 1;  // starts(lo) <= i < starts(hi)
+    while (hi - lo > 1) {
+      const long mid = lo + (hi - lo) / 2;
+      if (starts(mid) <= i) lo = mid; else hi = mid;
+    }
+    return lo;
+  }
+};
+
 /**
- * Exact's two local passes over a run of whole blocks [b0, b1) (elements [b0*256, min(b1*256, n))),
- * once the block exponents `exps` are agreed. `add` (may be null) points to int64 addends: element
+ * Exact's two local passes over a run of whole blocks [b0, b1) (elements [begin(b0), begin(b1))
+ * of `blocks`: UniformBlocks or a shard's SegmentBlocks), once the block exponents `exps` (one per
+ * block of `blocks`) are agreed. `add` (may be null) points to int64 addends: element
  * i's is add[i - add_first]. On the host one work item handles a block (its loops vectorise; see
  * exact_kernels.hpp); on a device one handles an element. Both call the same per-element functions,
  * so their bits agree. (A public namespace-scope type: CUDA lambdas may not live in private members.)
  */
-template <class Exec, class Rows, class Exps, class Sum>
+template <class Exec, class Rows, class Exps, class Sum, class Blocks = UniformBlocks>
 struct BlockKernels {
   Exec space;
   Rows rows;  // this rank's rows, k x n
@@ -66,6 +94,7 @@ struct BlockKernels {
   std::int32_t headroom;
   long n;
   long k;
+  Blocks blocks;
 
   static constexpr bool on_host = std::is_same_v<typename Exec::memory_space, Kokkos::HostSpace>;
 
@@ -74,13 +103,14 @@ struct BlockKernels {
     if (b1 <= b0) return;
     const Rows rows_ = rows;
     const Exps exps_ = exps;
+    const Blocks blocks_ = blocks;
     const std::int32_t h = headroom;
-    const long n_ = n, k_ = k;
+    const long k_ = k;
     if constexpr (on_host) {
       Kokkos::parallel_for(
           "reprosgd::Exact::quantise", Kokkos::RangePolicy<Exec>(space, b0, b1), KOKKOS_LAMBDA(const long b) {
-            const long lo = b * block_size;
-            const long len = (lo + block_size < n_ ? lo + block_size : n_) - lo;
+            const long lo = blocks_.begin(b);
+            const long len = blocks_.begin(b + 1) - lo;
             const std::int32_t base = quantise_base(exps_(b), h);
             std::int64_t* const o = out + (lo - out_first);
             if (add != nullptr) {
@@ -93,11 +123,10 @@ struct BlockKernels {
               for (long j = 0; j < len; ++j) o[j] += detail::exact::quantise(rows_(u, lo + j), base);
           });
     } else {
-      const long e1 = b1 * block_size < n_ ? b1 * block_size : n_;
       Kokkos::parallel_for(
-          "reprosgd::Exact::quantise", Kokkos::RangePolicy<Exec>(space, b0 * block_size, e1),
+          "reprosgd::Exact::quantise", Kokkos::RangePolicy<Exec>(space, blocks_.begin(b0), blocks_.begin(b1)),
           KOKKOS_LAMBDA(const long i) {
-            const std::int32_t base = quantise_base(exps_(i / block_size), h);
+            const std::int32_t base = quantise_base(exps_(blocks_.of(i)), h);
             std::int64_t s = add != nullptr ? add[i - add_first] : 0;
             for (long u = 0; u < k_; ++u) s += detail::exact::quantise(rows_(u, i), base);
             out[i - out_first] = s;
@@ -118,14 +147,15 @@ struct BlockKernels {
     if (b1 <= b0) return 0;
     const Rows rows_ = rows;
     const Sum sum_ = sum;
+    const Blocks blocks_ = blocks;
     const std::int32_t h = headroom;
-    const long n_ = n, k_ = k;
+    const long k_ = k;
     long bad = 0;
     Kokkos::parallel_reduce(
         "reprosgd::Exact::local_sum", Kokkos::RangePolicy<Exec>(space, b0, b1),
         KOKKOS_LAMBDA(const long b, long& bad_total) {
-          const long lo = b * block_size;
-          const long len = (lo + block_size < n_ ? lo + block_size : n_) - lo;
+          const long lo = blocks_.begin(b);
+          const long len = blocks_.begin(b + 1) - lo;
           // Largest and smallest non-zero magnitude: integer max/min over the bits. The min runs
           // over bits - 1, where a zero wraps to the largest pattern (so it never counts, and an
           // all-zero block has span 0); branch-free, so the loop vectorises.
@@ -192,15 +222,16 @@ struct BlockKernels {
     const Rows rows_ = rows;
     const Exps exps_ = exps;
     const Sum sum_ = sum;
+    const Blocks blocks_ = blocks;
     const std::int32_t h = headroom;
-    const long n_ = n, k_ = with_rows ? k : 0;
+    const long k_ = with_rows ? k : 0;
     long overflowed = 0;
     if constexpr (on_host) {
       Kokkos::parallel_reduce(
           "reprosgd::Exact::finish", Kokkos::RangePolicy<Exec>(space, b0, b1),
           KOKKOS_LAMBDA(const long b, long& bad) {
-            const long lo = b * block_size;
-            const long len = (lo + block_size < n_ ? lo + block_size : n_) - lo;
+            const long lo = blocks_.begin(b);
+            const long len = blocks_.begin(b + 1) - lo;
             const std::int32_t base = quantise_base(exps_(b), h);
             const double scale = dequantise_scale(exps_(b), h);
             std::int64_t t[block_size];
@@ -226,11 +257,10 @@ struct BlockKernels {
           },
           overflowed);
     } else {
-      const long e1 = b1 * block_size < n_ ? b1 * block_size : n_;
       Kokkos::parallel_reduce(
-          "reprosgd::Exact::finish", Kokkos::RangePolicy<Exec>(space, b0 * block_size, e1),
+          "reprosgd::Exact::finish", Kokkos::RangePolicy<Exec>(space, blocks_.begin(b0), blocks_.begin(b1)),
           KOKKOS_LAMBDA(const long i, long& bad) {
-            const std::int32_t e = exps_(i / block_size);
+            const std::int32_t e = exps_(blocks_.of(i));
             const std::int32_t base = quantise_base(e, h);
             std::int64_t s = add != nullptr ? add[i - add_first] : 0;
             for (long u = 0; u < k_; ++u) s += detail::exact::quantise(rows_(u, i), base);
@@ -285,33 +315,94 @@ class Exact {
   ReductionResult reduce(Par& par, const Rows& rows, long total_micro_batches, const Sum& sum) {
     using exec = typename Par::execution_space;
     using mem = typename exec::memory_space;
+    const long n = check_shapes(rows, sum, total_micro_batches);
+    const long nblocks = (n + block_size - 1) / block_size;
+    const detail::exact::UniformBlocks blocks{n};
+    if constexpr (host_memory<mem>) {
+      if (par.size() == 1) {
+        // Every row is here: nothing to agree on, so one fused pass per block (the same bits).
+        Workspace<mem>& ws = workspace<mem>();
+        ws.ensure_exps(nblocks);
+        const detail::exact::BlockKernels<exec, Rows, decltype(ws.exps), Sum> kern{
+            par.space(), rows, ws.exps, sum, headroom_of(total_micro_batches), n, static_cast<long>(rows.extent(0)), blocks};
+        return {kern.local_sum(0, nblocks) == 0};
+      }
+    }
+    return reduce_blocks(par, rows, total_micro_batches, sum, blocks, nblocks, Whole{});
+  }
+
+  /**
+   * Sum one shard's micro-batch gradients (model and hybrid parallelism): `rows` hold this rank's
+   * part of the whole model's parameter vector, laid out as `layout` says, and `group` joins the
+   * ranks that hold the other parts (the model group). The blocks are the canonical vector's: a
+   * block's exponent is agreed over every rank holding part of it (an integer MAX over `par`, then
+   * over `group`), so every element is rounded onto the grid it has in one process and its sum has
+   * the one-process bits for every P_data x P_model grid. `finite` is agreed over both too.
+   * @throws config_error when `rows` do not have layout.local_size() columns
+   * @collective over `par` and `group`
+   */
+  template <class Par, class Rows, class Sum, class Mem, class Group>
+  ReductionResult reduce(Par& par, const Rows& rows, long total_micro_batches, const Sum& sum,
+                         const CanonicalBlocks<Mem>& layout, Group& group) {
+    using mem = typename Par::execution_space::memory_space;
+    static_assert(std::is_same_v<Mem, mem>, "reprosgd::Exact::reduce: the layout's memory space must be the rows'");
+    const long n = check_shapes(rows, sum, total_micro_batches);
+    if (layout.local_size() != n)
+      throw config_error("reprosgd::Exact::reduce: the shard layout has " + std::to_string(layout.local_size()) +
+                         " elements, rows have " + std::to_string(n));
+    return reduce_blocks(par, rows, total_micro_batches, sum, detail::exact::SegmentBlocks<mem>{layout.starts()},
+                         layout.segments(), Sharded<Mem, Group>{&layout, &group});
+  }
+
+ private:
+  template <class Mem>
+  static constexpr bool host_memory = std::is_same_v<Mem, Kokkos::HostSpace>;
+
+  /// The rows' column count, after checking the sum's length and the micro-batch count.
+  template <class Rows, class Sum>
+  static long check_shapes(const Rows& rows, const Sum& sum, long total_micro_batches) {
     const long n = static_cast<long>(rows.extent(1));
-    const long k = static_cast<long>(rows.extent(0));
     if (static_cast<long>(sum.extent(0)) != n)
       throw config_error("reprosgd::Exact::reduce: sum has " + std::to_string(sum.extent(0)) +
                          " elements, rows have " + std::to_string(n));
     if (total_micro_batches < 1 || total_micro_batches > (1L << 20))
       throw config_error("reprosgd::Exact::reduce: " + std::to_string(total_micro_batches) +
                          " micro-batches (supported: 1 to 2^20)");
-    const long nblocks = (n + block_size - 1) / block_size;
+    return n;
+  }
+  /// h = ceil(log2 M): the sum of M rows of integers below 2^(62-h) stays below 2^62.
+  static std::int32_t headroom_of(long total_micro_batches) {
+    return static_cast<std::int32_t>(std::bit_width(static_cast<unsigned long>(total_micro_batches - 1)));
+  }
+
+  /// The rows are the whole vector: blocks are agreed over the policy's ranks alone.
+  struct Whole {};
+  /// The rows are a shard (`layout`); the other shards are on `group`'s ranks.
+  template <class Mem, class Group>
+  struct Sharded {
+    const CanonicalBlocks<Mem>* layout;
+    Group* group;
+  };
+
+  /**
+   * Steps 1-5 of the reduction over `nblocks` blocks of `blocks` (uniform blocks of the whole
+   * vector, or a shard's segments of canonical blocks).
+   */
+  template <class Par, class Rows, class Sum, class Blocks, class Scope>
+  ReductionResult reduce_blocks(Par& par, const Rows& rows, long total_micro_batches, const Sum& sum,
+                                const Blocks& blocks, long nblocks, const Scope& scope) {
+    using exec = typename Par::execution_space;
+    using mem = typename exec::memory_space;
+    const long n = static_cast<long>(rows.extent(1));
+    const long k = static_cast<long>(rows.extent(0));
     // Workspace is kept between calls (a training step calls reduce once with the same sizes).
     Workspace<mem>& ws = workspace<mem>();
-    const std::int32_t headroom =
-        static_cast<std::int32_t>(std::bit_width(static_cast<unsigned long>(total_micro_batches - 1)));
+    const std::int32_t headroom = headroom_of(total_micro_batches);
     const exec& space = par.space();
-    if constexpr (host_memory<mem>) {
-      if (par.size() == 1) {
-        // Every row is here: nothing to agree on, so one fused pass per block (the same bits).
-        ws.ensure_exps(nblocks);
-        const detail::exact::BlockKernels<exec, Rows, decltype(ws.exps), Sum> kern{space, rows, ws.exps, sum, headroom, n, k};
-        return {kern.local_sum(0, nblocks) == 0};
-      }
-    }
     // With DataParallel on host memory the exponent all-reduce also carries one slot per rank, in
     // which only that rank writes its row count k: after the MAX every rank knows every rank's k.
     const long slots = fast_path<Par, Rows, Sum> && par.size() > 1 ? par.size() : 0;
     ws.ensure_exps(nblocks + slots);
-    const auto blocks = Kokkos::make_pair(0L, nblocks);
 
     // 1. Largest biased exponent per block over this rank's rows (255 flags Inf/NaN): an integer
     //    max of the magnitudes' bits, one work item per block (vectorised over its elements).
@@ -320,8 +411,8 @@ class Exact {
         "reprosgd::Exact::block_exponents", Kokkos::RangePolicy<exec>(space, 0, nblocks),
         KOKKOS_LAMBDA(const long b) {
           std::uint32_t mx = 0;
-          const long lo = b * block_size;
-          const long hi = lo + block_size < n ? lo + block_size : n;
+          const long lo = blocks.begin(b);
+          const long hi = blocks.begin(b + 1);
           for (long u = 0; u < k; ++u)
             for (long i = lo; i < hi; ++i) {
               const std::uint32_t mi = detail::exact::magnitude_bits(rows(u, i));
@@ -331,28 +422,14 @@ class Exact {
         });
     space.fence();
     // 2. Agree on it across ranks (integer max: exact in any order).
-    if constexpr (host_memory<mem>) {
-      for (long q = 0; q < slots; ++q) exps(nblocks + q) = q == par.rank() ? static_cast<std::int32_t>(k) : 0;
-      par.allreduce_max(Kokkos::subview(exps, Kokkos::make_pair(0L, nblocks + slots)));
-    } else {
-      Kokkos::deep_copy(Kokkos::subview(ws.exps_host, blocks), Kokkos::subview(exps, blocks));
-      par.allreduce_max(Kokkos::subview(ws.exps_host, blocks));
-    }
-    {
-      const auto exps_host = host_memory<mem> ? ws.exps : ws.exps_host;
-      bool finite = true;
-      for (long b = 0; b < nblocks; ++b) finite = finite && exps_host(b) != 255;
-      if (!finite) return {false};
-    }
-    if constexpr (!host_memory<mem>)
-      Kokkos::deep_copy(Kokkos::subview(exps, blocks), Kokkos::subview(ws.exps_host, blocks));
+    if (!agree_exponents(par, ws, nblocks, slots, k, scope)) return {false};
 
     // 3.-5. Quantise onto the block grids and add the rows as integers (exact: the M rows'
     //    integers stay below 2^62 in magnitude, see detail::exact), add the ranks' integers
     //    (exact, so independent of the MPI algorithm), and convert back to float once. A finite sum
     //    too large for a float is reported like a NaN, never converted.
-    const detail::exact::BlockKernels<exec, Rows, decltype(exps), Sum> kern{space, rows, exps, sum, headroom, n, k};
-    if (par.size() == 1) return {kern.finish(0, nblocks, true, nullptr, 0) == 0};
+    const detail::exact::BlockKernels<exec, Rows, decltype(exps), Sum, Blocks> kern{space, rows, exps, sum, headroom, n, k, blocks};
+    if (par.size() == 1) return {agree_finite(kern.finish(0, nblocks, true, nullptr, 0) == 0, scope)};
 #if REPROSGD_HAS_MPI
     if constexpr (fast_path<Par, Rows, Sum>) {
       par.maybe_fail(FailurePoint::allreduce);  // between the exponent MAX and the exchange
@@ -360,8 +437,8 @@ class Exact {
       for (long q = 0; q < slots; ++q) k_max = exps(nblocks + q) > k_max ? exps(nblocks + q) : k_max;
       // Up to 2 rows per rank, sending the rows' floats (4k bytes per element) costs no more than
       // sending int64 partial sums (8), and takes one round instead of P-1.
-      if (k_max <= 2) return {exchange_rows_gather(par, ws, kern, nblocks, exps.data() + nblocks)};
-      return {ring_reduce_scatter_gather(par, ws, kern, nblocks)};
+      if (k_max <= 2) return {agree_finite(exchange_rows_gather(par, ws, kern, nblocks, exps.data() + nblocks), scope)};
+      return {agree_finite(ring_reduce_scatter_gather(par, ws, kern, nblocks), scope)};
     }
 #endif
     // Any other policy, or device memory: an int64 all-reduce through the policy.
@@ -376,12 +453,76 @@ class Exact {
       Kokkos::deep_copy(Kokkos::subview(ws.acc, elems), Kokkos::subview(ws.acc_host, elems));
     }
     // Every rank holds the same integer totals, so every rank counts the same overflows.
-    return {kern.finish(0, nblocks, false, ws.acc.data(), 0) == 0};
+    return {agree_finite(kern.finish(0, nblocks, false, ws.acc.data(), 0) == 0, scope)};
   }
 
- private:
-  template <class Mem>
-  static constexpr bool host_memory = std::is_same_v<Mem, Kokkos::HostSpace>;
+  /// Step 2 for the whole vector: the MAX of every block's exponent (and of the row-count slots)
+  /// over the policy's ranks. Returns whether every block is finite (agreed).
+  template <class Par, class Ws>
+  static bool agree_exponents(Par& par, Ws& ws, long nblocks, long slots, long k, const Whole&) {
+    const auto blocks = Kokkos::make_pair(0L, nblocks);
+    if constexpr (host_memory<typename Ws::memory_space>) {
+      for (long q = 0; q < slots; ++q) ws.exps(nblocks + q) = q == par.rank() ? static_cast<std::int32_t>(k) : 0;
+      if (par.size() > 1) par.allreduce_max(Kokkos::subview(ws.exps, Kokkos::make_pair(0L, nblocks + slots)));
+    } else {
+      Kokkos::deep_copy(Kokkos::subview(ws.exps_host, blocks), Kokkos::subview(ws.exps, blocks));
+      if (par.size() > 1) par.allreduce_max(Kokkos::subview(ws.exps_host, blocks));
+      Kokkos::deep_copy(Kokkos::subview(ws.exps, blocks), Kokkos::subview(ws.exps_host, blocks));
+    }
+    const auto& exps_host = host_exps(ws);
+    bool finite = true;
+    for (long b = 0; b < nblocks; ++b) finite = finite && exps_host(b) != 255;
+    return finite;
+  }
+
+  /// Step 2 for a shard: fold the segments' exponents into their canonical blocks, take the MAX
+  /// over the policy's ranks (with the row-count slots) and over the group (the blocks' other
+  /// segments), and give every segment its block's agreed exponent. Returns whether every
+  /// canonical block is finite: agreed on every rank of both, whichever blocks a rank holds.
+  template <class Par, class Ws, class Mem, class Group>
+  static bool agree_exponents(Par& par, Ws& ws, long nsegments, long slots, long k, const Sharded<Mem, Group>& scope) {
+    const std::span<const long> block_of = scope.layout->block_of();
+    const long nc = scope.layout->canonical_blocks();
+    ws.ensure_canonical(nc + slots);
+    const auto segs = Kokkos::make_pair(0L, nsegments);
+    if constexpr (!host_memory<typename Ws::memory_space>)
+      Kokkos::deep_copy(Kokkos::subview(ws.exps_host, segs), Kokkos::subview(ws.exps, segs));
+    const auto& seg = host_exps(ws);
+    const auto canon = ws.canonical;
+    for (long c = 0; c < nc; ++c) canon(c) = 0;
+    for (long s = 0; s < nsegments; ++s) {
+      const long c = block_of[static_cast<std::size_t>(s)];
+      canon(c) = seg(s) > canon(c) ? seg(s) : canon(c);
+    }
+    for (long q = 0; q < slots; ++q) canon(nc + q) = q == par.rank() ? static_cast<std::int32_t>(k) : 0;
+    if (par.size() > 1) par.allreduce_max(Kokkos::subview(canon, Kokkos::make_pair(0L, nc + slots)));
+    scope.group->allreduce_max(Kokkos::subview(canon, Kokkos::make_pair(0L, nc)));
+    bool finite = true;
+    for (long c = 0; c < nc; ++c) finite = finite && canon(c) != 255;
+    for (long s = 0; s < nsegments; ++s) seg(s) = canon(block_of[static_cast<std::size_t>(s)]);
+    for (long q = 0; q < slots; ++q) seg(nsegments + q) = canon(nc + q);
+    if constexpr (!host_memory<typename Ws::memory_space>)
+      Kokkos::deep_copy(Kokkos::subview(ws.exps, segs), Kokkos::subview(ws.exps_host, segs));
+    return finite;
+  }
+
+  /// The block exponents in host memory: the workspace's own, or their host copy.
+  template <class Ws>
+  static const auto& host_exps(const Ws& ws) {
+    if constexpr (host_memory<typename Ws::memory_space>) return ws.exps;
+    else return ws.exps_host;
+  }
+
+  /// Whether no sum overflowed a float: `ok` as agreed over the policy's ranks, and for a shard
+  /// also over the group (an integer MAX, so it fails like the group's other collectives).
+  static bool agree_finite(bool ok, const Whole&) { return ok; }
+  template <class Mem, class Group>
+  static bool agree_finite(bool ok, const Sharded<Mem, Group>& scope) {
+    Kokkos::View<std::int32_t*, Kokkos::HostSpace> overflowed("reprosgd::Exact::overflowed", 1);
+    overflowed(0) = ok ? 0 : 1;
+    scope.group->allreduce_max(overflowed);
+    return overflowed(0) == 0;
+  }
 
   /// Whether reduce() may talk MPI itself (point-to-point and gathers on the policy's communicator,
   /// with the policy's own error semantics, see detail::ChecksOwnMpi) on host buffers whose rows and sum are contiguous. Decided
@@ -399,12 +540,14 @@ class Exact {
 
   template <class Mem>
   struct Workspace {
+    using memory_space = Mem;
     Kokkos::View<std::int64_t*, Mem> acc;                     // this rank's integer sums (or a ring's parts)
     Kokkos::View<std::int64_t*, Kokkos::HostSpace> acc_host;  // device memory only: MPI's copy of acc
     Kokkos::View<std::int64_t*, Kokkos::HostSpace> recv;      // a ring step's incoming part
     Kokkos::View<float*, Kokkos::HostSpace> recv_rows;        // other ranks' rows of this rank's run
     Kokkos::View<std::int32_t*, Mem> exps;
     Kokkos::View<std::int32_t*, Kokkos::HostSpace> exps_host;  // device memory only
+    Kokkos::View<std::int32_t*, Kokkos::HostSpace> canonical;  // a shard's canonical block exponents (+ slots)
     void ensure_acc(long n) {
       if (static_cast<long>(acc.extent(0)) < n) {
         acc = {};
@@ -428,6 +571,10 @@ class Exact {
         recv_rows = Kokkos::View<float*, Kokkos::HostSpace>(
             Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::Exact::recv_rows"), count);
       }
+    }
+    void ensure_canonical(long count) {
+      if (static_cast<long>(canonical.extent(0)) < count)
+        canonical = Kokkos::View<std::int32_t*, Kokkos::HostSpace>("reprosgd::Exact::canonical", count);
     }
     void ensure_exps(long nblocks) {
       if (static_cast<long>(exps.extent(0)) < nblocks) {
@@ -504,7 +651,7 @@ class Exact {
   template <class Par, class Ws, class Kern>
   static bool exchange_rows_gather(Par& par, Ws& ws, const Kern& kern, long nblocks, const std::int32_t* k_of) {
     const long p = par.size(), rank = par.rank();
-    const long n = kern.n, k = kern.k;
+    const long k = kern.k;
     constexpr int tag = 0x5252;  // the library's duplicate communicator carries no other point-to-point traffic
     constexpr long segment_blocks = (1L << 30) / block_size;  // MPI counts are int
     const float* const rows = kern.rows.data();
@@ -517,7 +664,7 @@ class Exact {
       const long s1 = s0 + segment_blocks < nblocks ? s0 + segment_blocks : nblocks;
       // Run q: blocks [first(q), first(q+1)) of the segment.
       auto first = [&](long q) { return s0 + (q * (s1 - s0) + p - 1) / p; };
-      auto elem = [&](long b) { return b * block_size < n ? b * block_size : n; };
+      auto elem = [&](long b) { return kern.blocks.begin(b); };
       auto count = [&](long q) { return static_cast<int>(elem(first(q + 1)) - elem(first(q))); };
       const long mine = count(rank), my_first = elem(first(rank));
       long received_rows = 0;
@@ -573,7 +720,7 @@ class Exact {
       const long s1 = s0 + segment_blocks < nblocks ? s0 + segment_blocks : nblocks;
       // Run q: blocks [first(q), first(q+1)) of the segment.
       auto first = [&](long q) { return s0 + (q * (s1 - s0) + p - 1) / p; };
-      auto elem = [&](long b) { return b * block_size < n ? b * block_size : n; };
+      auto elem = [&](long b) { return kern.blocks.begin(b); };
       auto count = [&](long q) { return static_cast<int>(elem(first(q + 1)) - elem(first(q))); };
       long longest = 0;
       for (long q = 0; q < p; ++q) longest = count(q) > longest ? count(q) : longest;
