@@ -135,6 +135,77 @@ struct BlockKernels {
     space.fence();
   }
 
+  /// A block's largest biased exponent (255: an Inf or NaN) and max(smallest non-zero one, 1)
+  /// (the largest when the block is all zeros) over this rank's rows.
+  struct Extent {
+    std::int32_t top;
+    std::int32_t low;
+  };
+  KOKKOS_INLINE_FUNCTION static Extent extent_of(const Rows& rows, long k, long lo, long len) {
+    // Largest and smallest non-zero magnitude: integer max/min over the bits. The min runs over
+    // bits - 1, where a zero wraps to the largest pattern (so it never counts, and an all-zero
+    // block has span 0); branch-free, so the loop vectorises.
+    std::uint32_t mx = 0, mn1 = 0xFFFFFFFFu;
+    for (long u = 0; u < k; ++u) {
+      const float* const x = &rows(u, lo);
+      for (long j = 0; j < len; ++j) {
+        const std::uint32_t mb = detail::exact::magnitude_bits(x[j]);
+        mx = mb > mx ? mb : mx;
+        mn1 = mb - 1u < mn1 ? mb - 1u : mn1;
+      }
+    }
+    const std::int32_t e = detail::exact::exponent_of_magnitude_bits(mx);
+    const std::int32_t e_top = e > 1 ? e : 1;
+    const std::int32_t e_min = static_cast<std::int32_t>((mn1 + 1u) >> 23);
+    return {e, mn1 == 0xFFFFFFFFu ? e_top : (e_min > 1 ? e_min : 1)};
+  }
+  /// Whether the plain double sum of a block whose values lie in binades [low, max(top, 1)] gives
+  /// the integer grid's bits (exact_double_span()).
+  KOKKOS_INLINE_FUNCTION static bool double_exact(std::int32_t top, std::int32_t low, std::int32_t h) {
+    return (top > 1 ? top : 1) - low <= detail::exact::exact_double_span(h);
+  }
+  /// sum over the block = the double sum of its rows (exact when double_exact()); returns how many
+  /// sums were too large for a float (each set to +0).
+  KOKKOS_INLINE_FUNCTION static int double_sum(const Rows& rows, const Sum& sum, long k, long lo, long len) {
+    int count = 0;
+    if (k == 1) {
+      // One row: its exact sum is the row itself (+0 for -0, as the integer total 0 gives).
+      const float* const x = &rows(0, lo);
+      for (long j = 0; j < len; ++j) sum(lo + j) = x[j] + 0.0f;
+      return 0;
+    }
+    double t[block_size];
+    for (long j = 0; j < len; ++j) t[j] = 0.0;
+    for (long u = 0; u < k; ++u) {
+      const float* const x = &rows(u, lo);
+      for (long j = 0; j < len; ++j) t[j] += static_cast<double>(x[j]);
+    }
+    for (long j = 0; j < len; ++j) {
+      int over;
+      sum(lo + j) = detail::exact::to_float_checked(t[j], over);
+      count += over;
+    }
+    return count;
+  }
+  /// sum over the block = its rows quantised onto the grid of exponent e, added and converted back
+  /// (as finish() does); returns how many sums were too large for a float.
+  KOKKOS_INLINE_FUNCTION static int grid_sum(const Rows& rows, const Sum& sum, long k, long lo, long len, std::int32_t e,
+                                             std::int32_t h) {
+    const std::int32_t base = detail::exact::quantise_base(e, h);
+    const double scale = detail::exact::dequantise_scale(e, h);
+    std::int64_t t[block_size];
+    for (long j = 0; j < len; ++j) t[j] = 0;
+    for (long u = 0; u < k; ++u)
+      for (long j = 0; j < len; ++j) t[j] += detail::exact::quantise(rows(u, lo + j), base);
+    int count = 0;
+    for (long j = 0; j < len; ++j) {
+      int over;
+      sum(lo + j) = detail::exact::dequantise(t[j], scale, over);
+      count += over;
+    }
+    return count;
+  }
+
   /// The whole reduction when this rank's rows are all the rows (one rank, host memory), in one
   /// pass per block while its rows are in L1: the block exponent, then either a plain double sum
   /// when the block's exponent span allows it (exact_double_span(): the same bits, without the
@@ -156,58 +227,79 @@ struct BlockKernels {
         KOKKOS_LAMBDA(const long b, long& bad_total) {
           const long lo = blocks_.begin(b);
           const long len = blocks_.begin(b + 1) - lo;
-          // Largest and smallest non-zero magnitude: integer max/min over the bits. The min runs
-          // over bits - 1, where a zero wraps to the largest pattern (so it never counts, and an
-          // all-zero block has span 0); branch-free, so the loop vectorises.
-          std::uint32_t mx = 0, mn1 = 0xFFFFFFFFu;
-          for (long u = 0; u < k_; ++u) {
-            const float* const x = &rows_(u, lo);
-            for (long j = 0; j < len; ++j) {
-              const std::uint32_t mb = detail::exact::magnitude_bits(x[j]);
-              mx = mb > mx ? mb : mx;
-              mn1 = mb - 1u < mn1 ? mb - 1u : mn1;
-            }
-          }
-          const std::int32_t e = detail::exact::exponent_of_magnitude_bits(mx);
-          if (e == 255) {
+          const Extent x = extent_of(rows_, k_, lo, len);
+          if (x.top == 255) {
             ++bad_total;
             return;
           }
-          const std::int32_t e_top = e > 1 ? e : 1;
-          const std::int32_t e_min = static_cast<std::int32_t>((mn1 + 1u) >> 23);
-          const std::int32_t e_low = mn1 == 0xFFFFFFFFu ? e_top : (e_min > 1 ? e_min : 1);
-          const bool in_double = e_top - e_low <= detail::exact::exact_double_span(h);
-          int count = 0;
-          if (in_double && k_ == 1) {
-            // One row: its exact sum is the row itself (+0 for -0, as the integer total 0 gives).
-            const float* const x = &rows_(0, lo);
-            for (long j = 0; j < len; ++j) sum_(lo + j) = x[j] + 0.0f;
-          } else if (in_double) {
-            double t[block_size];
-            for (long j = 0; j < len; ++j) t[j] = 0.0;
-            for (long u = 0; u < k_; ++u) {
-              const float* const x = &rows_(u, lo);
-              for (long j = 0; j < len; ++j) t[j] += static_cast<double>(x[j]);
-            }
-            for (long j = 0; j < len; ++j) {
-              int over;
-              sum_(lo + j) = detail::exact::to_float_checked(t[j], over);
-              count += over;
-            }
-          } else {
-            const std::int32_t base = detail::exact::quantise_base(e, h);
-            const double scale = detail::exact::dequantise_scale(e, h);
-            std::int64_t t[block_size];
-            for (long j = 0; j < len; ++j) t[j] = 0;
-            for (long u = 0; u < k_; ++u)
-              for (long j = 0; j < len; ++j) t[j] += detail::exact::quantise(rows_(u, lo + j), base);
-            for (long j = 0; j < len; ++j) {
-              int over;
-              sum_(lo + j) = detail::exact::dequantise(t[j], scale, over);
-              count += over;
-            }
+          bad_total += double_exact(x.top, x.low, h) ? double_sum(rows_, sum_, k_, lo, len)
+                                                     : grid_sum(rows_, sum_, k_, lo, len, x.top, h);
+        },
+        bad);
+    space.fence();
+    return bad;
+  }
+
+  /**
+   * A shard whose rank holds every row (P_data = 1) but whose blocks' exponents are agreed with
+   * the model group, pass 1 of 2, one pass per block while its rows are in L1, as local_sum():
+   * the block's own largest and smallest exponents into tops(b) and lows(b) (and exps(b), for the
+   * agreement), and its sums as if its own largest exponent were the agreed one, their overflows
+   * counted in overs(b). They are the final bits whenever the agreed exponent keeps the double
+   * sum exact or equals the block's own (settle()) — nearly always: a block's pieces on other
+   * ranks hold values of similar magnitude, and a block a shard holds whole needs no other rank.
+   */
+  template <class Ints>
+  void speculate(long b0, long b1, const Ints& tops, const Ints& lows, const Ints& overs) const
+    requires on_host
+  {
+    if (b1 <= b0) return;
+    const Rows rows_ = rows;
+    const Sum sum_ = sum;
+    const Exps exps_ = exps;
+    const Blocks blocks_ = blocks;
+    const std::int32_t h = headroom;
+    const long k_ = k;
+    Kokkos::parallel_for(
+        "reprosgd::Exact::speculate", Kokkos::RangePolicy<Exec>(space, b0, b1), KOKKOS_LAMBDA(const long b) {
+          const long lo = blocks_.begin(b);
+          const long len = blocks_.begin(b + 1) - lo;
+          const Extent x = extent_of(rows_, k_, lo, len);
+          exps_(b) = tops(b) = x.top;
+          lows(b) = x.low;
+          overs(b) = x.top == 255                    ? 0
+                     : double_exact(x.top, x.low, h) ? double_sum(rows_, sum_, k_, lo, len)
+                                                     : grid_sum(rows_, sum_, k_, lo, len, x.top, h);
+        });
+    space.fence();
+  }
+  /// Pass 2 of 2, once exps holds the agreed exponents: the blocks whose sums from speculate() do
+  /// not hold (summed in double, but the agreed exponent is too far above their smallest value;
+  /// or on the grid of their own exponent, but the agreed one is larger) are summed on the agreed
+  /// grid. Returns how many sums were too large for a float.
+  template <class Ints>
+  long settle(long b0, long b1, const Ints& tops, const Ints& lows, const Ints& overs) const
+    requires on_host
+  {
+    if (b1 <= b0) return 0;
+    const Rows rows_ = rows;
+    const Sum sum_ = sum;
+    const Exps exps_ = exps;
+    const Blocks blocks_ = blocks;
+    const std::int32_t h = headroom;
+    const long k_ = k;
+    long bad = 0;
+    Kokkos::parallel_reduce(
+        "reprosgd::Exact::settle", Kokkos::RangePolicy<Exec>(space, b0, b1),
+        KOKKOS_LAMBDA(const long b, long& bad_total) {
+          const std::int32_t e = exps_(b);
+          const bool held = double_exact(tops(b), lows(b), h) ? double_exact(e, lows(b), h) : e == tops(b);
+          if (held) {
+            bad_total += overs(b);
+            return;
           }
-          bad_total += count;
+          const long lo = blocks_.begin(b);
+          bad_total += grid_sum(rows_, sum_, k_, lo, blocks_.begin(b + 1) - lo, e, h);
         },
         bad);
     space.fence();
@@ -403,10 +495,23 @@ class Exact {
     // which only that rank writes its row count k: after the MAX every rank knows every rank's k.
     const long slots = fast_path<Par, Rows, Sum> && par.size() > 1 ? par.size() : 0;
     ws.ensure_exps(nblocks + slots);
+    auto exps = ws.exps;
+    const detail::exact::BlockKernels<exec, Rows, decltype(exps), Sum, Blocks> kern{space, rows, exps, sum, headroom, n, k, blocks};
+
+    if constexpr (!std::is_same_v<Scope, Whole> && host_memory<mem>) {
+      if (par.size() == 1) {
+        // A model rank holding every micro-batch: sum each block while its rows are in L1 with its
+        // own exponent, then redo the few blocks whose agreed exponent changes the result (the
+        // bits of steps 1-5).
+        ws.ensure_speculation(nblocks);
+        kern.speculate(0, nblocks, ws.tops, ws.lows, ws.overs);
+        if (!agree_exponents(par, ws, nblocks, slots, k, scope)) return {false};
+        return {agree_finite(kern.settle(0, nblocks, ws.tops, ws.lows, ws.overs) == 0, scope)};
+      }
+    }
 
     // 1. Largest biased exponent per block over this rank's rows (255 flags Inf/NaN): an integer
     //    max of the magnitudes' bits, one work item per block (vectorised over its elements).
-    auto exps = ws.exps;
     Kokkos::parallel_for(
         "reprosgd::Exact::block_exponents", Kokkos::RangePolicy<exec>(space, 0, nblocks),
         KOKKOS_LAMBDA(const long b) {
@@ -428,7 +533,6 @@ class Exact {
     //    integers stay below 2^62 in magnitude, see detail::exact), add the ranks' integers
     //    (exact, so independent of the MPI algorithm), and convert back to float once. A finite sum
     //    too large for a float is reported like a NaN, never converted.
-    const detail::exact::BlockKernels<exec, Rows, decltype(exps), Sum, Blocks> kern{space, rows, exps, sum, headroom, n, k, blocks};
     if (par.size() == 1) return {agree_finite(kern.finish(0, nblocks, true, nullptr, 0) == 0, scope)};
 #if REPROSGD_HAS_MPI
     if constexpr (fast_path<Par, Rows, Sum>) {
@@ -548,6 +652,7 @@ class Exact {
     Kokkos::View<std::int32_t*, Mem> exps;
     Kokkos::View<std::int32_t*, Kokkos::HostSpace> exps_host;  // device memory only
     Kokkos::View<std::int32_t*, Kokkos::HostSpace> canonical;  // a shard's canonical block exponents (+ slots)
+    Kokkos::View<std::int32_t*, Kokkos::HostSpace> tops, lows, overs;  // speculate(): own exponents, overflows
     void ensure_acc(long n) {
       if (static_cast<long>(acc.extent(0)) < n) {
         acc = {};
@@ -570,6 +675,13 @@ class Exact {
         recv_rows = {};
         recv_rows = Kokkos::View<float*, Kokkos::HostSpace>(
             Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::Exact::recv_rows"), count);
+      }
+    }
+    void ensure_speculation(long nblocks) {
+      if (static_cast<long>(tops.extent(0)) < nblocks) {
+        tops = Kokkos::View<std::int32_t*, Kokkos::HostSpace>("reprosgd::Exact::tops", nblocks);
+        lows = Kokkos::View<std::int32_t*, Kokkos::HostSpace>("reprosgd::Exact::lows", nblocks);
+        overs = Kokkos::View<std::int32_t*, Kokkos::HostSpace>("reprosgd::Exact::overs", nblocks);
       }
     }
     void ensure_canonical(long count) {

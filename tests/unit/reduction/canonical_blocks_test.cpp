@@ -37,11 +37,12 @@ std::uint64_t mix(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-/// Values spread over 2^-60 .. 2^60 within every block, so that a block's exponent matters.
-float value(long row, long col) {
+/// Values spread over `binades` binades from 2^-60 up within every block: 121 binades (a block's
+/// exponent matters: the integer grid), or 8 (the double sum is exact: the fast path).
+float value(long row, long col, std::uint32_t binades) {
   const std::uint64_t h = mix(static_cast<std::uint64_t>(row) * 1000003u + static_cast<std::uint64_t>(col));
   const std::uint32_t bits = (static_cast<std::uint32_t>(h >> 63) << 31) |
-                             ((67u + static_cast<std::uint32_t>((h >> 24) % 121)) << 23) |
+                             ((67u + static_cast<std::uint32_t>((h >> 24) % binades)) << 23) |
                              (static_cast<std::uint32_t>(h) & 0x7FFFFFu);
   return std::bit_cast<float>(bits);
 }
@@ -142,11 +143,12 @@ TEST_SUITE("reduction/canonical blocks") {
     using Mem = typename Space::memory_space;
     reprosgd::Serial<Space> serial;
     constexpr long n = 5 * 256 + 31;
-    for (const long m : {1L, 3L, 12L}) {
-      INFO("M = " << m);
+    for (const long m : {1L, 3L, 12L})
+     for (const std::uint32_t binades : {121u, 8u}) {
+      INFO("M = " << m << ", " << binades << " binades");
       Kokkos::View<float**, Kokkos::LayoutRight, Mem> rows("rows", m, n);
       for (long u = 0; u < m; ++u)
-        for (long i = 0; i < n; ++i) rows(u, i) = value(u, i);
+        for (long i = 0; i < n; ++i) rows(u, i) = value(u, i, binades);
       Kokkos::View<float*, Mem> uniform("uniform", n), segmented("segmented", n);
       reprosgd::Exact a, b;
       REQUIRE(a.reduce(serial, rows, m, uniform).finite);
