@@ -206,6 +206,19 @@ struct BlockKernels {
     return count;
   }
 
+  /// The block's sums with its own largest exponent as the agreed one, in one pass while its rows
+  /// are in L1: the double sum when that is exact, else the integer grid. Returns the block's
+  /// extent (top 255: an Inf or NaN, the sums left unwritten); `over` counts the sums too large
+  /// for a float.
+  KOKKOS_INLINE_FUNCTION static Extent sum_with_own_exponent(const Rows& rows, const Sum& sum, long k, long lo, long len,
+                                                             std::int32_t h, int& over) {
+    const Extent x = extent_of(rows, k, lo, len);
+    over = x.top == 255                    ? 0
+           : double_exact(x.top, x.low, h) ? double_sum(rows, sum, k, lo, len)
+                                           : grid_sum(rows, sum, k, lo, len, x.top, h);
+    return x;
+  }
+
   /// The whole reduction when this rank's rows are all the rows (one rank, host memory), in one
   /// pass per block while its rows are in L1: the block exponent, then either a plain double sum
   /// when the block's exponent span allows it (exact_double_span(): the same bits, without the
@@ -227,13 +240,9 @@ struct BlockKernels {
         KOKKOS_LAMBDA(const long b, long& bad_total) {
           const long lo = blocks_.begin(b);
           const long len = blocks_.begin(b + 1) - lo;
-          const Extent x = extent_of(rows_, k_, lo, len);
-          if (x.top == 255) {
-            ++bad_total;
-            return;
-          }
-          bad_total += double_exact(x.top, x.low, h) ? double_sum(rows_, sum_, k_, lo, len)
-                                                     : grid_sum(rows_, sum_, k_, lo, len, x.top, h);
+          int over;
+          const Extent x = sum_with_own_exponent(rows_, sum_, k_, lo, len, h, over);
+          bad_total += x.top == 255 ? 1 : over;
         },
         bad);
     space.fence();
@@ -264,12 +273,11 @@ struct BlockKernels {
         "reprosgd::Exact::speculate", Kokkos::RangePolicy<Exec>(space, b0, b1), KOKKOS_LAMBDA(const long b) {
           const long lo = blocks_.begin(b);
           const long len = blocks_.begin(b + 1) - lo;
-          const Extent x = extent_of(rows_, k_, lo, len);
+          int over;
+          const Extent x = sum_with_own_exponent(rows_, sum_, k_, lo, len, h, over);
           exps_(b) = tops(b) = x.top;
           lows(b) = x.low;
-          overs(b) = x.top == 255                    ? 0
-                     : double_exact(x.top, x.low, h) ? double_sum(rows_, sum_, k_, lo, len)
-                                                     : grid_sum(rows_, sum_, k_, lo, len, x.top, h);
+          overs(b) = over;
         });
     space.fence();
   }
