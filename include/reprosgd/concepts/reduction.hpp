@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// @file The Reduction concept: how the gradients of a global batch's micro-batches become one sum.
 ///
-/// Semantic requirements (docs/concepts/reduction.md):
+/// Semantic requirements (docs/concepts/parallelism.md):
 /// - reduce() is collective over the Parallelism group. Each rank passes the gradients of the
 ///   micro-batches it owns (one row each, in micro-batch order) and every rank receives the same sum
 ///   of all M rows of the global batch.
@@ -9,6 +9,11 @@
 ///   ranks, any owner map and any MPI reduction algorithm. One that does not (Native) documents that
 ///   its result is reproducible only for a fixed rank count and MPI library.
 /// - A NaN or Inf in any row is reported through ReductionResult::finite == false on every rank.
+/// - Under a ShardedParallelism each rank holds a shard of the parameter vector. A rank-independent
+///   reduction then also offers reduce(par, rows, M, sum, CanonicalBlocks, group) and lays every
+///   rounding decision over the whole (canonical) vector, agreed over the model group too, so a
+///   shard's sums have the one-process bits (docs/reproducibility.md, "Model parallelism"); the
+///   Trainer refuses a rank-independent reduction without it at compile time.
 #pragma once
 
 #include <reprosgd/concepts/parallelism.hpp>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/// @file Exact: an order-free gradient sum on a shared-exponent int64 fixed-point grid (DESIGN §4).
+/// @file Exact: an order-free gradient sum on a shared-exponent int64 fixed-point grid
+/// (docs/distributed.md, "The Exact reduction"; a model shard's blocks: canonical_blocks.hpp).
 #pragma once
 
 #include <reprosgd/concepts/reduction.hpp>
@@ -706,27 +707,6 @@ class Exact {
   };
 
 #if REPROSGD_HAS_MPI
-  /**
-   * Steps 3-5 for DataParallel on host memory. The blocks are cut into P runs of whole blocks,
-   * run q for rank q. A ring reduce-scatter of the int64 sums: in step s = 0 .. P-2 rank r sends
-   * its partial sums of run (r-s-1) mod P to rank r+1 and receives rank r-1's of run (r-s-2) mod P,
-   * to which it adds its own rows' integers while quantising them (one pass). After P-1 steps
-   * rank r has received the other ranks' total for its own run r, and its last pass adds its own
-   * rows and converts to float at once. An MPI_Allgatherv of the floats then gives every rank all
-   * of them. All additions are of integers, so each total is exact whatever the order, and the
-   * conversion is a pure function of the total and the agreed exponent: every element has the
-   * bits of the single-process sum, on any number of ranks.
-   * Traffic per rank: (P-1)/P * (8 + 4) bytes per element, against (P-1)/P * (4 + 4) for a ring
-   * float all-reduce and (P-1)/P * (8 + 8) for an int64 one. (Open MPI's own MPI_Reduce_scatter
-   * of int64 measured several times slower than these sendrecvs; see docs/distributed.md.)
-   * Returns whether no sum overflowed a float (agreed).
-   */
-  /**
-   * MPI_Allgatherv of the ranks' runs of floats (counts and displacements in elements from `sums`),
-   * in place. With `last`, the AND of every rank's `ok` is agreed at the same time (a non-blocking
-   * MPI_Iallreduce started before the gather and completed after it, so it costs no extra round
-   * trip); returns it (true without `last`).
-   */
   /// MPI_Waitall, returning the first failed request's own error code instead of
   /// MPI_ERR_IN_STATUS (so that a dead peer is reported as a process failure).
   static int wait_all(std::vector<MPI_Request>& requests) {
@@ -738,6 +718,12 @@ class Exact {
     return rc;
   }
 
+  /**
+   * MPI_Allgatherv of the ranks' runs of floats (counts and displacements in elements from `sums`),
+   * in place. With `last`, the AND of every rank's `ok` is agreed at the same time (a non-blocking
+   * MPI_Iallreduce started before the gather and completed after it, so it costs no extra round
+   * trip); returns it (true without `last`).
+   */
   template <class Par>
   static bool gather_floats(Par& par, float* sums, std::vector<int>& counts, std::vector<int>& displs, bool last, bool ok) {
     // The agreement's buffers and request outlive this call (static): if the gather throws (a
@@ -824,6 +810,21 @@ class Exact {
     return finite;
   }
 
+  /**
+   * Steps 3-5 for DataParallel on host memory. The blocks are cut into P runs of whole blocks,
+   * run q for rank q. A ring reduce-scatter of the int64 sums: in step s = 0 .. P-2 rank r sends
+   * its partial sums of run (r-s-1) mod P to rank r+1 and receives rank r-1's of run (r-s-2) mod P,
+   * to which it adds its own rows' integers while quantising them (one pass). After P-1 steps
+   * rank r has received the other ranks' total for its own run r, and its last pass adds its own
+   * rows and converts to float at once. An MPI_Allgatherv of the floats then gives every rank all
+   * of them. All additions are of integers, so each total is exact whatever the order, and the
+   * conversion is a pure function of the total and the agreed exponent: every element has the
+   * bits of the single-process sum, on any number of ranks.
+   * Traffic per rank: (P-1)/P * (8 + 4) bytes per element, against (P-1)/P * (4 + 4) for a ring
+   * float all-reduce and (P-1)/P * (8 + 8) for an int64 one. (Open MPI's own MPI_Reduce_scatter
+   * of int64 measured several times slower than these sendrecvs; see docs/distributed.md.)
+   * Returns whether no sum overflowed a float (agreed).
+   */
   template <class Par, class Ws, class Kern>
   static bool ring_reduce_scatter_gather(Par& par, Ws& ws, const Kern& kern, long nblocks) {
     const long p = par.size(), rank = par.rank();

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/// @file The per-element arithmetic of the Exact reduction (DESIGN §4): block exponents, quantising
+/// @file The per-element arithmetic of the Exact reduction (docs/distributed.md): block exponents, quantising
 /// a float onto its block's int64 grid and converting a sum back, written so that a compiler can
 /// vectorise it (no branches, no per-element powers of two, integer rounding) and so that the same
 /// code runs on the host and on a GPU (KOKKOS_INLINE_FUNCTION, no libm, no intrinsics).
