@@ -8,6 +8,7 @@
 #include <reprosgd/nn/dense.hpp>
 #include <reprosgd/nn/layer_context.hpp>
 #include <reprosgd/nn/model_group.hpp>
+#include <reprosgd/reduction/canonical_blocks.hpp>
 #include <reprosgd/reduction/exact.hpp>
 
 #include <Kokkos_Core.hpp>

@@ -4,7 +4,6 @@
 
 #include <reprosgd/concepts/reduction.hpp>
 #include <reprosgd/error.hpp>
-#include <reprosgd/parallel/serial.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -121,7 +120,5 @@ class Native {
     return {par.agree(nonfinite == 0)};
   }
 };
-
-static_assert(Reduction<Native, Serial<>>);
 
 REPROSGD_END_NAMESPACE

@@ -4,6 +4,7 @@
 
 #include <reprosgd/parallel/serial.hpp>
 #include <reprosgd/reduction/exact.hpp>
+#include <reprosgd/reduction/native.hpp>
 #include <reprosgd/testing/doctest_helpers.hpp>
 
 #include <support/exec_spaces.hpp>
@@ -15,6 +16,11 @@
 #include <limits>
 #include <numeric>
 #include <vector>
+
+// Both reductions model the concept with the one-process policy (the reduction headers do not
+// include parallelism policies: parallel/ sits above reduction/).
+static_assert(reprosgd::Reduction<reprosgd::Exact, reprosgd::Serial<>>);
+static_assert(reprosgd::Reduction<reprosgd::Native, reprosgd::Serial<>>);
 
 namespace {
 
