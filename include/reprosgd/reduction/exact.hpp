@@ -220,44 +220,14 @@ struct BlockKernels {
     return x;
   }
 
-  /// The whole reduction when this rank's rows are all the rows (one rank, host memory), in one
-  /// pass per block while its rows are in L1: the block exponent, then either a plain double sum
-  /// when the block's exponent span allows it (exact_double_span(): the same bits, without the
-  /// integer grid) or quantise and dequantise as finish() does.
-  /// Returns how many blocks hold an Inf or NaN (their sums are left unwritten) plus how many
-  /// sums were too large for a float (each set to +0): zero exactly when the sum is finite.
-  long local_sum(long b0, long b1) const
-    requires on_host
-  {
-    if (b1 <= b0) return 0;
-    const Rows rows_ = rows;
-    const Sum sum_ = sum;
-    const Blocks blocks_ = blocks;
-    const std::int32_t h = headroom;
-    const long k_ = k;
-    long bad = 0;
-    Kokkos::parallel_reduce(
-        "reprosgd::Exact::local_sum", Kokkos::RangePolicy<Exec>(space, b0, b1),
-        KOKKOS_LAMBDA(const long b, long& bad_total) {
-          const long lo = blocks_.begin(b);
-          const long len = blocks_.begin(b + 1) - lo;
-          int over;
-          const Extent x = sum_with_own_exponent(rows_, sum_, k_, lo, len, h, over);
-          bad_total += x.top == 255 ? 1 : over;
-        },
-        bad);
-    space.fence();
-    return bad;
-  }
-
   /**
-   * A shard whose rank holds every row (P_data = 1) but whose blocks' exponents are agreed with
-   * the model group, pass 1 of 2, one pass per block while its rows are in L1, as local_sum():
-   * the block's own largest and smallest exponents into tops(b) and lows(b) (and exps(b), for the
-   * agreement), and its sums as if its own largest exponent were the agreed one, their overflows
-   * counted in overs(b). They are the final bits whenever the agreed exponent keeps the double
-   * sum exact or equals the block's own (settle()) — nearly always: a block's pieces on other
-   * ranks hold values of similar magnitude, and a block a shard holds whole needs no other rank.
+   * A rank that holds every row (one rank, or a model rank with P_data = 1), pass 1 of 2, one pass
+   * per block while its rows are in L1: the block's own largest and smallest exponents into
+   * tops(b) and lows(b) (and exps(b), for the agreement), and its sums as if its own largest
+   * exponent were the agreed one, their overflows counted in overs(b). They are the final bits
+   * whenever the agreed exponent keeps the double sum exact or equals the block's own (settle()):
+   * always for a whole vector on one rank, nearly always for a shard (a block's pieces on other
+   * ranks hold values of similar magnitude, and a block a shard holds whole needs no other rank).
    */
   template <class Ints>
   void speculate(long b0, long b1, const Ints& tops, const Ints& lows, const Ints& overs) const
@@ -414,22 +384,9 @@ class Exact {
   /// Sum `rows` (this rank's micro-batch gradients, one per row) over all ranks into `sum`.
   template <class Par, class Rows, class Sum>
   ReductionResult reduce(Par& par, const Rows& rows, long total_micro_batches, const Sum& sum) {
-    using exec = typename Par::execution_space;
-    using mem = typename exec::memory_space;
     const long n = check_shapes(rows, sum, total_micro_batches);
     const long nblocks = (n + block_size - 1) / block_size;
-    const detail::exact::UniformBlocks blocks{n};
-    if constexpr (host_memory<mem>) {
-      if (par.size() == 1) {
-        // Every row is here: nothing to agree on, so one fused pass per block (the same bits).
-        Workspace<mem>& ws = workspace<mem>();
-        ws.ensure_exps(nblocks);
-        const detail::exact::BlockKernels<exec, Rows, decltype(ws.exps), Sum> kern{
-            par.space(), rows, ws.exps, sum, headroom_of(total_micro_batches), n, static_cast<long>(rows.extent(0)), blocks};
-        return {kern.local_sum(0, nblocks) == 0};
-      }
-    }
-    return reduce_blocks(par, rows, total_micro_batches, sum, blocks, nblocks, Whole{});
+    return reduce_blocks(par, rows, total_micro_batches, sum, detail::exact::UniformBlocks{n}, nblocks, Whole{});
   }
 
   /**
@@ -507,11 +464,11 @@ class Exact {
     auto exps = ws.exps;
     const detail::exact::BlockKernels<exec, Rows, decltype(exps), Sum, Blocks> kern{space, rows, exps, sum, headroom, n, k, blocks};
 
-    if constexpr (!std::is_same_v<Scope, Whole> && host_memory<mem>) {
+    if constexpr (host_memory<mem>) {
       if (par.size() == 1) {
-        // A model rank holding every micro-batch: sum each block while its rows are in L1 with its
-        // own exponent, then redo the few blocks whose agreed exponent changes the result (the
-        // bits of steps 1-5).
+        // Every row is here: sum each block while its rows are in L1 with its own exponent; agree
+        // the exponents (nothing to agree on for a whole vector), then redo the blocks whose agreed
+        // exponent changes the result, which only a shard can have (the bits of steps 1-5).
         ws.ensure_speculation(nblocks);
         kern.speculate(0, nblocks, ws.tops, ws.lows, ws.overs);
         if (!agree_exponents(par, ws, nblocks, slots, k, scope)) return {false};
@@ -630,11 +587,12 @@ class Exact {
   /// also over the group (an integer MAX, so it fails like the group's other collectives).
   static bool agree_finite(bool ok, const Whole&) { return ok; }
   template <class Mem, class Group>
-  static bool agree_finite(bool ok, const Sharded<Mem, Group>& scope) {
-    Kokkos::View<std::int32_t*, Kokkos::HostSpace> overflowed("reprosgd::Exact::overflowed", 1);
-    overflowed(0) = ok ? 0 : 1;
-    scope.group->allreduce_max(overflowed);
-    return overflowed(0) == 0;
+  bool agree_finite(bool ok, const Sharded<Mem, Group>& scope) {
+    auto& verdict = workspace<Mem>().verdict;
+    if (verdict.extent(0) == 0) verdict = Kokkos::View<std::int32_t*, Kokkos::HostSpace>("reprosgd::Exact::verdict", 1);
+    verdict(0) = ok ? 0 : 1;
+    scope.group->allreduce_max(verdict);
+    return verdict(0) == 0;
   }
 
   /// Whether reduce() may talk MPI itself (point-to-point and gathers on the policy's communicator,
@@ -662,6 +620,7 @@ class Exact {
     Kokkos::View<std::int32_t*, Kokkos::HostSpace> exps_host;  // device memory only
     Kokkos::View<std::int32_t*, Kokkos::HostSpace> canonical;  // a shard's canonical block exponents (+ slots)
     Kokkos::View<std::int32_t*, Kokkos::HostSpace> tops, lows, overs;  // speculate(): own exponents, overflows
+    Kokkos::View<std::int32_t*, Kokkos::HostSpace> verdict;  // a shard's overflow verdict, agreed over the group
     void ensure_acc(long n) {
       if (static_cast<long>(acc.extent(0)) < n) {
         acc = {};
