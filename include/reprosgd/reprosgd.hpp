@@ -4,6 +4,7 @@
 
 #include <reprosgd/config.hpp>
 #include <reprosgd/error.hpp>
+#include <reprosgd/fingerprint.hpp>
 #include <reprosgd/version.hpp>
 
 #include <reprosgd/math/elementary.hpp>
@@ -38,5 +39,4 @@
 #include <reprosgd/parallel/serial.hpp>
 #include <reprosgd/reduction/exact.hpp>
 
-#include <reprosgd/testing/fingerprint.hpp>
 #include <reprosgd/trainer.hpp>

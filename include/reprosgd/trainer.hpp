@@ -33,7 +33,7 @@
 
 #include <Kokkos_Core.hpp>
 
-#include <reprosgd/testing/fingerprint.hpp>
+#include <reprosgd/fingerprint.hpp>
 
 #include <chrono>
 #include <filesystem>

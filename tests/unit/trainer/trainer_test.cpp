@@ -9,7 +9,7 @@
 #include <reprosgd/nn/sequential.hpp>
 #include <reprosgd/optim/adam.hpp>
 #include <reprosgd/optim/sgd.hpp>
-#include <reprosgd/testing/fingerprint.hpp>
+#include <reprosgd/fingerprint.hpp>
 #include <reprosgd/trainer.hpp>
 
 #include <support/exec_spaces.hpp>
