@@ -8,6 +8,7 @@
 #include <reprosgd/checkpoint/view_serialization.hpp>
 #include <reprosgd/concepts/checkpoint_format.hpp>
 #include <reprosgd/concepts/fault_policy.hpp>
+#include <reprosgd/concepts/layer_context.hpp>
 #include <reprosgd/concepts/optimizer.hpp>
 #include <reprosgd/concepts/parallelism.hpp>
 #include <reprosgd/concepts/reduction.hpp>
@@ -22,7 +23,6 @@
 #include <reprosgd/fault/policies.hpp>
 #include <reprosgd/kernels/loss.hpp>
 #include <reprosgd/kernels/views.hpp>
-#include <reprosgd/nn/layer_context.hpp>
 #include <reprosgd/nn/model_group.hpp>
 #include <reprosgd/optim/schedule.hpp>
 #include <reprosgd/reduction/canonical_blocks.hpp>

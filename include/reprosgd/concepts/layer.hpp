@@ -11,9 +11,9 @@
 /// - Random decisions are drawn from ctx.rng at the coordinates in ctx (see LayerContext).
 #pragma once
 
+#include <reprosgd/concepts/layer_context.hpp>
 #include <reprosgd/config.hpp>
 #include <reprosgd/kernels/views.hpp>
-#include <reprosgd/nn/layer_context.hpp>
 #include <reprosgd/rng/philox_stream.hpp>
 
 #include <Kokkos_Core.hpp>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/// @file What a layer knows about the call it is in: where it runs and its logical coordinates.
+/// @file LayerContext, vocabulary of the Layer concept: what a layer knows about the call it is in
+/// (where it runs and its logical coordinates).
 #pragma once
 
 #include <reprosgd/config.hpp>

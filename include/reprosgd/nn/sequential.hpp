@@ -3,10 +3,10 @@
 #pragma once
 
 #include <reprosgd/concepts/layer.hpp>
+#include <reprosgd/concepts/layer_context.hpp>
 #include <reprosgd/error.hpp>
 #include <reprosgd/kernels/views.hpp>
 #include <reprosgd/nn/dense.hpp>
-#include <reprosgd/nn/layer_context.hpp>
 #include <reprosgd/nn/model_group.hpp>
 #include <reprosgd/reduction/canonical_blocks.hpp>
 #include <reprosgd/reduction/exact.hpp>

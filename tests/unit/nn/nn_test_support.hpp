@@ -3,8 +3,8 @@
 /// training LayerContext, and a layer's parameters initialised in it.
 #pragma once
 
+#include <reprosgd/concepts/layer_context.hpp>
 #include <reprosgd/kernels/views.hpp>
-#include <reprosgd/nn/layer_context.hpp>
 #include <reprosgd/rng/philox_stream.hpp>
 
 #include <Kokkos_Core.hpp>
