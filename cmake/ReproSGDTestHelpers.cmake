@@ -48,15 +48,3 @@ function(reprosgd_add_mpi_test target nprocs)
   set_tests_properties(${ARG_NAME} PROPERTIES PROCESSORS ${nprocs} LABELS "${labels}" TIMEOUT ${ARG_TIMEOUT}
                        ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 endfunction()
-
-# reprosgd_add_example_test(target [ARGS a...]): run an example at a tiny size (label example).
-function(reprosgd_add_example_test target)
-  cmake_parse_arguments(ARG "" "" "ARGS" ${ARGN})
-  if(NOT ARG_ARGS)
-    set(ARG_ARGS --data synthetic --synthetic-train 256 --synthetic-test 64 --layers 784,16,10 --batch 32
-                 --micro-batch 8 --steps 10 --quiet)
-  endif()
-  add_test(NAME example_${target} COMMAND ${target} ${ARG_ARGS})
-  set_tests_properties(example_${target} PROPERTIES LABELS example TIMEOUT 300
-                       PASS_REGULAR_EXPRESSION "fingerprint [0-9a-f]+")
-endfunction()

@@ -9,7 +9,7 @@ bash "$root/scripts/setup.sh"
 echo "Building (first run: a few minutes)..."
 bash "$root/scripts/build.sh"
 export OMP_PROC_BIND=false
-exe="$root/build/examples/train_mlp"
+exe="$root/build/apps/train_mlp"
 args=(--data fashion-mnist --layers 784,256,128,10 --optimizer adam --lr 0.001 --dropout 0.1
       --batch 128 --micro-batch 32 --epochs ${REPROSGD_DEMO_EPOCHS:-3} --seed 42)
 
