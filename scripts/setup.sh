@@ -26,6 +26,7 @@ DEB_PACKAGES=(
   g++ clang cmake make pkg-config dpkg-dev xz-utils
   libcereal-dev doctest-dev zlib1g-dev libxxhash-dev libcli11-dev
   libbenchmark-dev libopenblas-dev
+  python3  # tests/headers/layering.py (the include layering test)
   dataset-fashion-mnist
 )
 missing=()
