@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/// @file The Parallelism concept: how a Trainer's work and its collectives are spread over processes.
+/// @file The Parallelism concept: how a Trainer's work and its collectives are spread over processes;
+/// its refinements ShardedParallelism (ranks that split the model) and RecoverableParallelism
+/// (continues after ranks die), with the RecoveryReport a recovery returns.
 ///
 /// Semantic requirements a compiler cannot check (docs/concepts/parallelism.md):
 /// - Every collective (barrier, agree, allreduce_*, allgather_micro_batches) is called by every
@@ -12,13 +14,17 @@
 /// - agree(flag) is a logical AND over all ranks; with ULFM it also survives failed ranks.
 #pragma once
 
+#include <reprosgd/concepts/model_group.hpp>
 #include <reprosgd/config.hpp>
 
 #include <Kokkos_Core.hpp>
 
 #include <concepts>
 #include <cstdint>
+#include <span>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 REPROSGD_BEGIN_NAMESPACE
 
@@ -59,5 +65,49 @@ concept Parallelism =
       // them); every rank receives all M in micro-batch order. Used for rank-independent metrics.
       p.allgather_micro_batches(f64, f64, m);
     };
+
+/**
+ * A parallelism policy whose ranks split the model (Hybrid, ModelParallel): the Trainer shards
+ * the model over model_group(), gathers the shards for checkpoints and fingerprints, reduces
+ * gradients over the policy's own (data) dimension and checks configurations over world().
+ */
+template <class P>
+concept ShardedParallelism = Parallelism<P> && requires(P& p) {
+  { p.model_group() } -> ModelGroup;
+  { p.world_rank() } -> std::convertible_to<int>;
+  requires Parallelism<std::remove_cvref_t<decltype(p.world())>>;
+  p.model_group().gather_to_root(static_cast<const float*>(nullptr), std::span<const long>(), static_cast<float*>(nullptr));
+};
+
+/// What a recovery did, identical on every survivor except the rank fields.
+struct RecoveryReport {
+  int old_rank = 0;               ///< this process's rank before the shrink
+  int old_size = 0;               ///< ranks before the shrink
+  int new_rank = 0;               ///< this process's rank in the shrunk communicator
+  int new_size = 0;               ///< survivors
+  std::vector<int> failed_ranks;  ///< ranks of the old communicator that are gone, ascending
+  std::vector<int> lost_original_ranks;  ///< the same processes, numbered as in the communicator
+                                         ///< the policy was created with (stable across shrinks)
+  double seconds = 0.0;           ///< wall time of recover() on this rank
+};
+
+/**
+ * A Parallelism that can continue after ranks die (docs/fault_tolerance.md): agreements that
+ * survive failures and a recovery that shrinks the group to the survivors. All members are
+ * collective.
+ * - step_completed_everywhere(ok): logical AND over the live ranks; throws process_failure on
+ *   every survivor if a rank died.
+ * - agree_min(v): the smallest v over the live ranks.
+ * - abandon_step(): in a handler of a process_failure that is not agreed(), join the agreement
+ *   the other survivors reach next, voting "failed".
+ * - recover(): continue on the survivors; rank(), size(), micro_batch_range() change.
+ */
+template <class P>
+concept RecoverableParallelism = Parallelism<P> && requires(P& p, const P& cp, bool flag, std::uint64_t v) {
+  { cp.step_completed_everywhere(flag) } -> std::same_as<bool>;
+  cp.abandon_step();
+  { cp.agree_min(v) } -> std::same_as<std::uint64_t>;
+  { p.recover() } -> std::same_as<RecoveryReport>;
+};
 
 REPROSGD_END_NAMESPACE

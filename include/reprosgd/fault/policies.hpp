@@ -3,6 +3,7 @@
 #pragma once
 
 #include <reprosgd/concepts/fault_policy.hpp>
+#include <reprosgd/concepts/parallelism.hpp>
 #include <reprosgd/config.hpp>
 
 REPROSGD_BEGIN_NAMESPACE

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <reprosgd/concepts/layer.hpp>
+#include <reprosgd/concepts/model_group.hpp>
 #include <reprosgd/concepts/parallelism.hpp>
 #include <reprosgd/error.hpp>
 #include <reprosgd/kernels/elementwise.hpp>
 #include <reprosgd/kernels/gemm.hpp>
-#include <reprosgd/parallel/serial.hpp>
+#include <reprosgd/nn/model_group.hpp>
 #include <reprosgd/reduction/exact.hpp>
+#include <reprosgd/reduction/local_sum.hpp>
 #include <reprosgd/rng/distributions.hpp>
 #include <reprosgd/rng/philox_stream.hpp>
 
@@ -21,14 +23,6 @@
 #include <string>
 
 REPROSGD_BEGIN_NAMESPACE
-
-/// A contiguous run [begin, end) of a layer's output features: what one model-parallel rank owns.
-struct FeatureRange {
-  int begin = 0;
-  int end = 0;
-  [[nodiscard]] int size() const noexcept { return end - begin; }
-  friend bool operator==(const FeatureRange&, const FeatureRange&) = default;
-};
 
 /// Output features per chunk of a Dense layer unless it says otherwise (docs/parallelism.md).
 inline constexpr int default_feature_chunk = 64;
@@ -45,6 +39,8 @@ enum class Init {
  * Parameters, in the model's buffer: W (in x out, row-major, so a row of x times W vectorises over
  * outputs) followed by b (out). Forward: y(i,j) = (sum_k ascending x(i,k) W(k,j)) + b(j).
  * Backward: dW = x^T dy (sum over the micro-batch's rows ascending), db(j) = sum_i dy(i,j).
+ * There is one backward, across a ModelGroup (one process: LocalModelGroup); the Layer concept's
+ * form runs it on a LocalModelGroup.
  *
  * **Feature chunks.** The outputs are cut into chunks of `feature_chunk` features (the last may be
  * narrower). The input gradient dx = dy W^T sums over the outputs; it is defined chunk by chunk:
@@ -175,33 +171,72 @@ struct Dense {
     gemm_nt(space, gyc, wc, partial);
   }
 
-  /// Backward of the whole layer in one process (Sequential runs the same steps with its own
-  /// scratch, and across the ranks of a model group).
+  /// Floats of scratch the group backward needs for `rows` rows on model rank q of p: the input
+  /// gradient partials of the chunks q owns (none with one chunk).
+  [[nodiscard]] std::size_t partials_size(long rows, int q, int p) const noexcept {
+    if (chunks() == 1) return 0;
+    return static_cast<std::size_t>(chunks_of(q, p).size()) * static_cast<std::size_t>(rows) * static_cast<std::size_t>(in);
+  }
+
+  /**
+   * Backward of the features this model rank holds (the whole layer in one process), across the
+   * ranks of `group`, which hold the same whole output gradient `gy` (rows x out):
+   * - dW and db of the rank's own features, from gy's columns for them (serial bits: the sums run
+   *   over rows), into `gparams`;
+   * - the input gradient gx (rows x in, contiguous; empty for the first layer: skipped): with one
+   *   chunk, its owner's GEMM gy W^T, shared with the group; with several, the group's Exact sum
+   *   of the chunk partials each rank computes for the chunks it owns (the same floats for any
+   *   group size; NaN when a partial holds a NaN or an Inf).
+   * `partials` is scratch of at least partials_size(rows, q, p) floats.
+   * @collective over group @deterministic
+   */
+  template <class Ctx, class P, class In, class GOut, class GIn, class GP, ModelGroup Group, class Scratch>
+  void backward(const Ctx& ctx, const P& params, const In& x, const GOut& gy, const GIn& gx, const GP& gparams,
+                Group& group, const Scratch& partials) const {
+    using mem = typename decltype(ctx.space)::memory_space;
+    const int q = group.model_rank(), p = group.model_size();
+    const FeatureRange f = features_of(q, p);
+    if (f.size() > 0)
+      weight_gradients(ctx.space, x, Kokkos::subview(gy, Kokkos::ALL(), std::make_pair(f.begin, f.end)), gparams);
+    if (gx.extent(0) == 0) return;
+    const long rows = static_cast<long>(gx.extent(0)), n = rows * in;
+    const MicroBatchRange own = chunks_of(q, p);
+    if (chunks() == 1) {
+      // One chunk: its owner's partial is dx (no sum), shared with the group.
+      if (own.size() == 1) gemm_nt(ctx.space, gy, MatrixRef<mem>(params.data(), in, f.size()), gx);
+      if (p > 1) {
+        ctx.space.fence();
+        group.share(gx.data(), n, 0);
+      }
+      return;
+    }
+    const Matrix<mem> mine(partials.data(), own.size(), n);
+    for (long c = own.begin; c < own.end; ++c)
+      chunk_partial(ctx.space, params, f, static_cast<int>(c), gy,
+                    MatrixRef<mem>(mine.data() + (c - own.begin) * n, rows, in));
+    ctx.space.fence();
+    group.sum_input_gradient(mine, chunks(), BufferRef<mem>(gx.data(), n));
+  }
+
+  /// The Layer concept's backward: the whole layer in one process, the group backward above on a
+  /// LocalModelGroup with its own scratch (Sequential keeps both between steps instead).
   template <class Ctx, class P, class In, class Out, class GOut, class GIn, class GP>
   void backward(const Ctx& ctx, const P& params, const In& x, const Out&, const GOut& gy, const GIn& gx,
                 const GP& gparams) const {
     using exec = decltype(ctx.space);
     using mem = typename exec::memory_space;
-    weight_gradients(ctx.space, x, gy, gparams);
-    if (gx.extent(0) == 0) return;
-    if (chunks() == 1) {
-      const MatrixRef<mem> w(params.data(), in, out);
-      gemm_nt(ctx.space, gy, w, gx);
-      return;
-    }
-    const long rows = static_cast<long>(gx.extent(0)), n = rows * in;
-    Matrix<mem> partials(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::Dense::partials"), chunks(), n);
-    for (int c = 0; c < chunks(); ++c)
-      chunk_partial(ctx.space, params, FeatureRange{0, out}, c, gy,
-                    MatrixRef<mem>(partials.data() + static_cast<std::size_t>(c) * n, rows, in));
-    Exact exact;
-    sum_chunk_partials(exact, Serial<exec>(ctx.space), partials, chunks(), BufferRef<mem>(gx.data(), n));
+    LocalExactSum<exec> sum;
+    LocalModelGroup<exec> group(ctx.space, sum);
+    const Buffer<mem> partials(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::Dense::partials"),
+                               partials_size(static_cast<long>(gx.extent(0)), 0, 1));
+    backward(ctx, params, x, gy, gx, gparams, group, partials);
   }
 
   /**
    * dx = the Exact sum of the chunk partials in `partials` (this rank's rows) over the ranks of
-   * `group` (a Parallelism; every rank calls it, those owning no chunk with zero rows). A NaN or
-   * Inf partial makes dx NaN, so the step's gradient check reports it. @collective over group
+   * `group` (a Parallelism; every rank calls it, those owning no chunk with zero rows), for a
+   * ModelGroup's sum_input_gradient over MPI (MpiModelGroup). A NaN or Inf partial makes dx NaN,
+   * so the step's gradient check reports it. @collective over group
    */
   template <class Group, class Partials, class Sum>
   static void sum_chunk_partials(Exact& exact, Group&& group, const Partials& partials, int chunks, const Sum& dx) {

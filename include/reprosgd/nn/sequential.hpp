@@ -9,11 +9,12 @@
 #include <reprosgd/nn/dense.hpp>
 #include <reprosgd/nn/model_group.hpp>
 #include <reprosgd/reduction/canonical_blocks.hpp>
-#include <reprosgd/reduction/exact.hpp>
+#include <reprosgd/reduction/local_sum.hpp>
 
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
+#include <any>
 #include <array>
 #include <cstddef>
 #include <string>
@@ -74,7 +75,7 @@ class Sequential {
     Matrix<memory_space> grad_out;          // gradient of the loss w.r.t. the model's output
     Buffer<memory_space> local_out;         // a sharded layer's own output columns (model parallel)
     Buffer<memory_space> partials;          // input-gradient partials of the owned feature chunks
-    Exact chunk_sum;                        // the chunk sum's workspace when no group is given
+    std::any chunk_sum;  // LocalExactSum<ExecSpace> of the one-process calls: its workspace kept between steps
   };
 
   /// A run of `length` parameters at `canonical` in the whole model's buffer and `local` in the shard.
@@ -201,9 +202,7 @@ class Sequential {
     for_each_layer([&](auto& layer, auto i) {
       if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
         if (model_size_ > 1) local_out = std::max(local_out, static_cast<std::size_t>(rows * features_[i].size()));
-        if (i > 0 && layer.chunks() > 1)
-          partials = std::max(partials, static_cast<std::size_t>(layer.chunks_of(model_rank_, model_size_).size()) *
-                                            static_cast<std::size_t>(rows * widths_[i]));
+        if (i > 0) partials = std::max(partials, layer.partials_size(rows, model_rank_, model_size_));
       }
     });
     ws.local_out = Buffer<memory_space>("reprosgd::Sequential::local_out", local_out);
@@ -215,7 +214,7 @@ class Sequential {
   /// One process holding the whole model.
   template <class ExecSpace, class Rng>
   void forward(const LayerContext<ExecSpace, Rng>& base, Workspace& ws, long rows) const {
-    LocalModelGroup<ExecSpace> group(base.space, ws.chunk_sum);
+    LocalModelGroup<ExecSpace> group(base.space, local_sum<ExecSpace>(ws));
     forward(base, ws, rows, group);
   }
 
@@ -245,15 +244,15 @@ class Sequential {
   /// trainer's gradient matrix, laid out like the parameters). One process holding the whole model.
   template <class ExecSpace, class Rng, class Grads>
   void backward(const LayerContext<ExecSpace, Rng>& base, Workspace& ws, long rows, const Grads& grads) const {
-    LocalModelGroup<ExecSpace> group(base.space, ws.chunk_sum);
+    LocalModelGroup<ExecSpace> group(base.space, local_sum<ExecSpace>(ws));
     backward(base, ws, rows, grads, group);
   }
 
   /**
    * Backward across a model group. Every rank holds the whole output gradient of a sharded layer;
-   * it computes dW and db of its own features (serial bits: the sums run over rows), and the
+   * the layer's group backward (Dense::backward) computes dW and db of its own features and the
    * input-gradient partials of its own feature chunks, which the group adds exactly (the same
-   * floats for any P). @collective over the group
+   * floats for any P; one process is the group LocalModelGroup). @collective over the group
    */
   template <class ExecSpace, class Rng, class Grads, ModelGroup Group>
   void backward(const LayerContext<ExecSpace, Rng>& base, Workspace& ws, long rows, const Grads& grads,
@@ -268,30 +267,7 @@ class Sequential {
       MatrixRef<memory_space> gin(scratch, i == 0 ? 0 : rows, i == 0 ? 0 : widths_[i]);
       const MatrixRef<memory_space> x = top(ws.act[i], rows);
       if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
-        const FeatureRange f = features_[i];
-        const auto params = slice(params_, i);
-        if (f.size() > 0)
-          layer.weight_gradients(ctx.space, x, Kokkos::subview(gout, Kokkos::ALL(), std::make_pair(f.begin, f.end)),
-                                 slice(grads, i));
-        if (i > 0) {
-          const MicroBatchRange own = layer.chunks_of(model_rank_, model_size_);
-          if (layer.chunks() == 1) {
-            // One chunk: its owner's partial is dx (no sum), shared with the group.
-            if (own.size() == 1) gemm_nt(ctx.space, gout, MatrixRef<memory_space>(params.data(), widths_[i], f.size()), gin);
-            if (model_size_ > 1) {
-              ctx.space.fence();
-              group.share(gin.data(), rows * widths_[i], 0);
-            }
-          } else {
-            const long n = rows * widths_[i];
-            const Matrix<memory_space> partials(ws.partials.data(), own.size(), n);
-            for (long c = own.begin; c < own.end; ++c)
-              layer.chunk_partial(ctx.space, params, f, static_cast<int>(c), gout,
-                                  MatrixRef<memory_space>(partials.data() + (c - own.begin) * n, rows, widths_[i]));
-            ctx.space.fence();
-            group.sum_input_gradient(partials, layer.chunks(), BufferRef<memory_space>(gin.data(), n));
-          }
-        }
+        layer.backward(ctx, slice(params_, i), x, gout, gin, slice(grads, i), group, ws.partials);
       } else {
         layer.backward(ctx, slice(params_, i), x, top(ws.act[i + 1], rows), gout, gin, slice(grads, i));
       }
@@ -301,6 +277,12 @@ class Sequential {
   }
 
  private:
+  /// The workspace's one-process chunk sum on ExecSpace (made on first use, kept between steps).
+  template <class ExecSpace>
+  static LocalExactSum<ExecSpace>& local_sum(Workspace& ws) {
+    if (auto* sum = std::any_cast<LocalExactSum<ExecSpace>>(&ws.chunk_sum)) return *sum;
+    return ws.chunk_sum.template emplace<LocalExactSum<ExecSpace>>();
+  }
   template <class G>
   void check_group(const G& group) const {
     if (group.model_size() != model_size_ || group.model_rank() != model_rank_)

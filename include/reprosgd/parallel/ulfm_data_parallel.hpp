@@ -8,7 +8,6 @@
 #error "reprosgd/parallel/ulfm_data_parallel.hpp: ShrinkAndContinue needs an MPI with ULFM (MPIX_Comm_shrink in <mpi-ext.h>), e.g. Open MPI 5 run with mpiexec --with-ft ulfm; use RestartFromCheckpoint or Abort"
 #endif
 
-#include <reprosgd/concepts/fault_policy.hpp>
 #include <reprosgd/concepts/parallelism.hpp>
 #include <reprosgd/concepts/reduction.hpp>
 #include <reprosgd/detail/mpi_check.hpp>

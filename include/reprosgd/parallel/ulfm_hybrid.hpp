@@ -8,7 +8,7 @@
 #error "reprosgd/parallel/ulfm_hybrid.hpp needs an MPI with ULFM (MPIX_Comm_shrink in <mpi-ext.h>), e.g. Open MPI 5 run with mpiexec --with-ft ulfm"
 #endif
 
-#include <reprosgd/concepts/fault_policy.hpp>
+#include <reprosgd/concepts/parallelism.hpp>
 #include <reprosgd/error.hpp>
 #include <reprosgd/parallel/hybrid.hpp>
 #include <reprosgd/parallel/ulfm_data_parallel.hpp>

@@ -8,7 +8,7 @@
 #include <reprosgd/nn/dense.hpp>
 #include <reprosgd/nn/model_group.hpp>
 #include <reprosgd/nn/sequential.hpp>
-#include <reprosgd/reduction/exact.hpp>
+#include <reprosgd/reduction/local_sum.hpp>
 #include <reprosgd/rng/philox_stream.hpp>
 #include <reprosgd/testing/doctest_helpers.hpp>
 
@@ -182,8 +182,8 @@ TEST_SUITE("nn/sequential") {
 
     const Ctx ctx{Exec(), reprosgd::PhiloxStream(1), 0, 0, 0, false};
     const long rows = 4;
-    reprosgd::Exact exact;
-    reprosgd::LocalModelGroup<Exec> group(Exec(), exact);
+    reprosgd::LocalExactSum<Exec> sum;
+    reprosgd::LocalModelGroup<Exec> group(Exec(), sum);
     m.shard(1, 2);
     m.initialize(Exec(), reprosgd::PhiloxStream(1));
     auto ws = m.make_workspace(rows);
