@@ -19,7 +19,6 @@
 #include <reprosgd/kernels/loss.hpp>
 
 #include <reprosgd/nn/activation.hpp>
-#include <reprosgd/nn/activation_fn.hpp>
 #include <reprosgd/nn/dense.hpp>
 #include <reprosgd/nn/dropout.hpp>
 #include <reprosgd/nn/sequential.hpp>

@@ -6,7 +6,6 @@
 
 #include <reprosgd/kernels/loss.hpp>
 #include <reprosgd/nn/activation.hpp>
-#include <reprosgd/nn/activation_fn.hpp>
 #include <reprosgd/nn/dense.hpp>
 #include <reprosgd/nn/dropout.hpp>
 
@@ -16,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -96,6 +96,20 @@ TEST_SUITE("nn/gradient_check") {
   TEST_CASE("Sigmoid") { check_layer(reprosgd::Sigmoid{}, 8, 3.0f, "sigmoid"); }
   TEST_CASE("ActivationFn") {
     check_layer(reprosgd::ActivationFn{reprosgd::Activation::tanh}, 5, 1.5f, "activation tanh");
+  }
+  TEST_CASE("ReLU, Tanh and Sigmoid are ActivationFn of their kind, described by the kind's name") {
+    using reprosgd::Activation, reprosgd::ActivationFn;
+    static_assert(std::is_base_of_v<ActivationFn, reprosgd::ReLU>);
+    CHECK(reprosgd::ReLU{}.kind == Activation::relu);
+    CHECK(reprosgd::Tanh{}.kind == Activation::tanh);
+    CHECK(reprosgd::Sigmoid{}.kind == Activation::sigmoid);
+    // describe() enters checkpoint configuration hashes: these strings must never change.
+    CHECK(reprosgd::ReLU{}.describe(8) == "relu");
+    CHECK(reprosgd::Tanh{}.describe(8) == "tanh");
+    CHECK(reprosgd::Sigmoid{}.describe(8) == "sigmoid");
+    CHECK(ActivationFn{}.describe(8) == "relu");
+    CHECK(ActivationFn{Activation::tanh}.describe(8) == "tanh");
+    CHECK(ActivationFn{Activation::sigmoid}.describe(8) == "sigmoid");
   }
   TEST_CASE("Dropout (the mask is fixed by the context's coordinates)") {
     check_layer(reprosgd::Dropout{0.3f}, 9, 1.0f, "dropout");
