@@ -126,7 +126,7 @@ TEST_SUITE("parallel/data_parallel") {
         // Balanced: sizes differ by at most one.
         CHECK(range.size() >= m / p);
         CHECK(range.size() <= (m + p - 1) / p);
-        // The owner map of DESIGN §4: micro-batch u belongs to rank floor(u*P/M).
+        // The owner map (docs/distributed.md): micro-batch u belongs to rank floor(u*P/M).
         if (range.size() > 0 && m < (1L << 40)) {
           CHECK((range.begin * p) / m == r);
           CHECK(((range.end - 1) * p) / m == r);

@@ -13,7 +13,7 @@
 REPROSGD_BEGIN_NAMESPACE
 
 /**
- * The order of an epoch (DESIGN §5): position i of epoch e visits sample `perm(i)`, where perm is a
+ * The order of an epoch (docs/rng.md, "The epoch order"): position i of epoch e visits sample `perm(i)`, where perm is a
  * pseudo-random bijection of [0, N) keyed by (seed, epoch). Nothing is stored or communicated:
  * any rank computes any position in O(1) time and memory, so the order does not depend on the rank
  * count and a restarted run needs only (seed, epoch, position) to continue (contract levels L3, L4).
