@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# build.sh — configure and build ReproSGD's builds after setup.sh: the main build (g++, Serial +
-# OpenMP, -O3 -march=native) in build/, and with --variants the cross-build checks' variants in
-# build-variants/: g++ -O2 for generic x86-64, g++ with the Threads backend, clang++ with Threads.
+# build.sh — configure and build ReproSGD's builds after setup.sh.
+#
+#   build.sh             the main build (g++, Serial + OpenMP, -O3 -march=native, MPI when setup.sh
+#                        made it) in build/: library tests, apps, examples and benchmarks
+#   build.sh --variants  the same, plus the cross-build checks' variants in build-variants/: g++ -O2
+#                        for generic x86-64, g++ with the Threads backend, clang++ with Threads
+#                        (what scripts/test.sh, the whole suite, builds)
+#   build.sh --quick     the contributors' fast loop: the main build without the benchmarks and
+#                        without variants; then `cd build && ctest -L unit` (README, "Contributing")
+#
+#   REPROSGD_BUILD_DIR   where the main build goes (default build/ in the repository)
+#   REPROSGD_JOBS        parallel compile jobs (default: the number of cores)
 # Quiet on success; on failure prints the failing step's log tail.
 set -euo pipefail
 SCRIPT_TAG=build
@@ -10,8 +19,16 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${REPROSGD_CACHE:-$HOME/.cache/reprosgd}
 JOBS=${REPROSGD_JOBS:-$(nproc)}
-variants=0
-[ "${1:-}" = --variants ] && variants=1
+BUILD_DIR=${REPROSGD_BUILD_DIR:-$root/build}
+variants=0 quick=0
+for arg in "$@"; do
+  case $arg in
+    --variants) variants=1 ;;
+    --quick) quick=1 ;;
+    *) die "unknown argument '$arg' (usage: build.sh [--variants | --quick])" ;;
+  esac
+done
+[ $variants = 1 ] && [ $quick = 1 ] && die "--variants and --quick exclude each other"
 
 
 mpi_flags=()
@@ -50,5 +67,9 @@ if [ $variants = 1 ]; then
   done
 fi
 peer_list=$(IFS=';'; echo "${peers[*]:-}")
-configure_and_build "$root/build" gcc-openmp g++ "-O3 -march=native" "${mpi_flags[@]}" \
-  -DREPROSGD_PEER_BUILDS="$peer_list" --
+# Benchmarks are set explicitly either way, so that a full build after a quick one in the same
+# folder builds them again.
+bench=ON
+[ $quick = 1 ] && bench=OFF
+configure_and_build "$BUILD_DIR" gcc-openmp g++ "-O3 -march=native" "${mpi_flags[@]}" \
+  -DREPROSGD_PEER_BUILDS="$peer_list" -DREPROSGD_BUILD_BENCH=$bench --
