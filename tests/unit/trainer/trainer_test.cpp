@@ -9,6 +9,7 @@
 #include <reprosgd/nn/sequential.hpp>
 #include <reprosgd/optim/adam.hpp>
 #include <reprosgd/optim/sgd.hpp>
+#include <reprosgd/parallel/serial.hpp>
 #include <reprosgd/fingerprint.hpp>
 #include <reprosgd/trainer.hpp>
 

@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file Recovery: what a Trainer under ShrinkAndContinue does after ranks die — shrink to the
+/// survivors, prove they stand at the same step and stage, restore lost model shards from the
+/// in-memory buddy copies (or the newest disk checkpoint), and say which steps to replay.
+///
+/// It owns the buddy store of a model-parallel run and the bookkeeping of one failure (the event
+/// reported to callbacks, the steps to replay and the stage to go back to); the step itself and
+/// the checkpoints stay with their own parts, reached through the callables recover() is given.
+/// docs/fault_tolerance.md states the protocol; docs/parallelism.md the buddy copies.
+#pragma once
+
+#include <reprosgd/checkpoint/checkpoint_manager.hpp>
+#include <reprosgd/concepts/fault_policy.hpp>
+#include <reprosgd/concepts/optimizer.hpp>
+#include <reprosgd/concepts/parallelism.hpp>
+#include <reprosgd/config.hpp>
+#include <reprosgd/error.hpp>
+#if REPROSGD_HAS_MPI
+#include <reprosgd/fault/buddy_store.hpp>
+#endif
+#include <reprosgd/trainer/agreement.hpp>
+#include <reprosgd/trainer/callbacks.hpp>
+#include <reprosgd/trainer/metrics.hpp>
+#include <reprosgd/trainer/sharding.hpp>
+#include <reprosgd/trainer/state.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+REPROSGD_BEGIN_NAMESPACE
+namespace detail {
+
+/// Recovery of a run under the policy Par with the fault policy Fault.
+template <Parallelism Par, FaultPolicy Fault>
+class Recovery {
+ public:
+  using memory_space = typename Par::execution_space::memory_space;
+  /// Model parallelism under ShrinkAndContinue: shards are snapshotted to buddies every
+  /// options().buddy_every steps, restored from them after a failure, and the steps since replayed.
+  static constexpr bool buddy_snapshots = ShardedParallelism<Par> && RecoverableParallelism<Par> &&
+                                          Fault::on_process_failure == FailureAction::shrink_and_continue;
+
+  /// Whether a failure is being recovered from (reported after the next completed step).
+  [[nodiscard]] bool pending() const noexcept { return pending_.has_value(); }
+
+  /// The event of the failure recovered from, completed once the first step after it is done.
+  FailureEvent finish(int new_rank) {
+    FailureEvent event = pending_->event;
+    event.recovery_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - pending_->detected).count();
+    event.new_rank = new_rank;
+    pending_.reset();
+    return event;
+  }
+
+  /// Steps to replay after a rollback to an older snapshot: the step count reached before the
+  /// failure (0: none), and the stage of the step it interrupted.
+  std::uint64_t replay_until = 0;
+  std::uint64_t resume_stage = 0;
+
+#if REPROSGD_HAS_MPI
+  /**
+   * Snapshot every rank's shard to its buddy (collective over the whole grid). The new copies
+   * replace the old ones only once every rank has them (an agreement), so a failure during the
+   * refresh leaves every survivor with the previous snapshot, all of one step. The shard is
+   * serialised straight into the store's pending copy; the commit frees the replaced snapshot.
+   */
+  template <class Model, class State>
+  void refresh(Par& par, const Model& model, const State& optimizer_state, std::uint64_t step) {
+    auto& w = world_of(par);
+    Sharding<Par>::shard_bytes(model, optimizer_state, buddies_.staging());
+    buddies_.prepare_staged(w.comm(), step, [&w](int rc, const char* who, const char* call) { w.check(rc, who, call); });
+    (void)par.step_completed_everywhere(true);  // throws on every rank unless all prepared
+    buddies_.commit();
+    buddy_model_size_ = model.model_size();
+  }
+#endif
+
+  /**
+   * After process_failure, on every survivor: shrink to the survivors (again if more ranks die
+   * meanwhile), then check that every survivor stands at the same step and stage — true by
+   * construction, since an update is applied only after an agreement and every collective fails
+   * on all survivors together; a violation is a bug and is reported, never trained through. With
+   * buddy snapshots the shards are then restored (state.step may go back: replay_until says to
+   * where). Fewer survivors than `min_ranks`: `save()` the consistent state (it returns where,
+   * or "" when no checkpoint directory is set) and end with process_failure.
+   *
+   * @param checkpoint_dir  where fit() checkpoints ("" when nowhere)
+   * @param resume  loads the newest checkpoint there (returns a ResumeResult), when a shard and
+   *                every copy of it are gone
+   * @return whether the state went back to an older step (the steps up to replay_until replay)
+   */
+  template <class Model, Optimizer Opt, class Save, class Resume>
+  bool recover(Par& par, std::uint64_t step, std::uint64_t stage, int min_ranks, Model& model, const Opt& opt,
+               TrainState<Opt, memory_space>& state, const std::string& checkpoint_dir, Save&& save, Resume&& resume)
+    requires RecoverableParallelism<Par>
+  {
+    if (!pending_) pending_.emplace(Pending{std::chrono::steady_clock::now(), {}});
+    FailureEvent& event = pending_->event;
+    if (event.old_size == 0) {
+      event.old_size = world_of(par).size();
+      event.step = step;
+    }
+    const std::uint64_t completed = state.step;
+    const auto repair_start = std::chrono::steady_clock::now();
+    for (;;) {
+      try {
+        const RecoveryReport report = par.recover();
+        event.lost_ranks.insert(event.lost_ranks.end(), report.lost_original_ranks.begin(),
+                                report.lost_original_ranks.end());
+        const std::uint64_t where = step * 8 + stage;
+        const std::uint64_t lowest = par.agree_min(where), highest = ~par.agree_min(~where);
+        if (lowest != where || highest != where)
+          throw comm_error("reprosgd::Trainer::fit: after losing ranks the survivors stand at different steps (" +
+                           std::to_string(lowest / 8) + " to " + std::to_string(highest / 8) +
+                           "); this is a bug in the fault-tolerance protocol: the run cannot continue reproducibly");
+#if REPROSGD_HAS_MPI
+        if constexpr (buddy_snapshots) restore_shards(par, event, step, model, opt, state, checkpoint_dir, resume);
+#endif
+        break;
+      } catch (const process_failure&) {
+        continue;  // another rank died during the repair: repair again
+      }
+    }
+    std::sort(event.lost_ranks.begin(), event.lost_ranks.end());
+    event.new_size = world_of(par).size();
+    event.new_rank = world_rank_of(par);
+    event.shrink_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - repair_start).count();
+    if (world_of(par).size() < min_ranks) {
+      const std::string where = save();
+      const std::string saved = where.empty() ? "no checkpoint directory is set"
+                                              : "the state after step " + std::to_string(state.step) +
+                                                    " is checkpointed in " + where;
+      throw process_failure("reprosgd::Trainer::fit: lost rank(s) " + detail::rank_list(event.lost_ranks) + " at step " +
+                                std::to_string(step) + "; " + std::to_string(world_of(par).size()) +
+                                " rank(s) survive, fewer than min_ranks " + std::to_string(min_ranks) + "; " + saved,
+                            event.lost_ranks);
+    }
+    if (state.step == completed) return false;
+    // Shards restored from an older step: replay up to where the failure struck.
+    if (replay_until == 0) {
+      replay_until = completed;
+      resume_stage = stage;
+    }
+    return true;
+  }
+
+ private:
+  // A failure being recovered from: when it was detected and what is known of it so far.
+  struct Pending {
+    std::chrono::steady_clock::time_point detected;
+    FailureEvent event;
+  };
+
+#if REPROSGD_HAS_MPI
+  // After a shrink: rebuild the whole model at the buddy snapshot's step from the survivors'
+  // copies (a lost shard from its buddy, or from another replica at the same model position),
+  // re-shard it over the new grid, and snapshot again; when a shard and all its copies are
+  // gone, resume from the newest disk checkpoint instead, and say so.
+  template <class Model, Optimizer Opt, class Resume>
+  void restore_shards(Par& par, FailureEvent& event, std::uint64_t step, Model& model, const Opt& opt,
+                      TrainState<Opt, memory_space>& state, const std::string& checkpoint_dir, Resume& resume) {
+    auto& w = world_of(par);
+    BuddyRecovery rec = buddies_.recover(w.comm(), [&w](int rc, const char* who, const char* call) { w.check(rc, who, call); });
+    const int members = static_cast<int>(rec.shards.size()), pm = buddy_model_size_;
+    bool complete = rec.missing.empty();
+    const bool from_replicas = !complete;
+    if (!complete) {
+      complete = true;
+      for (int id : rec.missing) {
+        for (int other = id % pm; other < members; other += pm)
+          if (!rec.shards[static_cast<std::size_t>(other)].empty()) {
+            rec.shards[static_cast<std::size_t>(id)] = rec.shards[static_cast<std::size_t>(other)];
+            break;
+          }
+        complete = complete && !rec.shards[static_cast<std::size_t>(id)].empty();
+      }
+    }
+    if (complete) {
+      typename Sharding<Par>::template Staging<Opt> staging(model, opt);
+      for (int q = 0; q < pm; ++q)
+        Sharding<Par>::place_shard(rec.shards[static_cast<std::size_t>(q)], model.canonical_runs(q, pm), staging);
+      Sharding<Par>::shard(par, model);
+      Sharding<Par>::install(staging, rec.step, model, opt, state);
+      event.restored_from = from_replicas ? "replica" : "buddy";
+    } else {
+      std::string lost;
+      for (int id : rec.missing)
+        if (rec.shards[static_cast<std::size_t>(id)].empty()) lost += (lost.empty() ? "" : ",") + std::to_string(id);
+      const std::string why = "reprosgd::Trainer::fit: the shards of rank(s) " + lost + " were lost together with their buddies' copies";
+      if (checkpoint_dir.empty())
+        throw process_failure(why + " and no checkpoint directory is set to fall back to", event.lost_ranks);
+      const ResumeResult r = resume();
+      if (!r.resumed) throw process_failure(why + " and " + checkpoint_dir + " holds no usable checkpoint", event.lost_ranks);
+      event.restored_from = "checkpoint";
+    }
+    if (state.step > step) throw comm_error("reprosgd::Trainer::fit: restored a state newer than the failure");
+    event.resumed_from = state.step;
+    refresh(par, model, state.optimizer, state.step);
+  }
+
+  BuddyStore buddies_;        // the shards' in-memory copies
+  int buddy_model_size_ = 1;  // P_model when they were taken
+#endif
+  std::optional<Pending> pending_;
+};
+
+}  // namespace detail
+REPROSGD_END_NAMESPACE

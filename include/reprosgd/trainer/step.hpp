@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file StepPipeline: the arithmetic of one training step and of an evaluation, with the buffers
+/// they reuse: load a micro-batch, forward, loss, backward into the micro-batch's gradient row,
+/// the exact reduction of the rows, and the step's metrics gathered in micro-batch order.
+///
+/// A step of global batch B: the samples at positions [s*B, (s+1)*B) of the epoch's keyed
+/// permutation are cut into M = B/m micro-batches; this rank runs the micro-batches the policy
+/// gives it (micro_batch_range), each into its own gradient row, and the Reduction sums the M rows
+/// exactly. Nothing here depends on how many ranks run the other rows (docs/architecture.md).
+/// No fault handling and no checkpoints: the Trainer composes those around it.
+#pragma once
+
+#include <reprosgd/concepts/layer.hpp>
+#include <reprosgd/concepts/parallelism.hpp>
+#include <reprosgd/concepts/reduction.hpp>
+#include <reprosgd/concepts/rng_stream.hpp>
+#include <reprosgd/config.hpp>
+#include <reprosgd/data/keyed_permutation.hpp>
+#include <reprosgd/kernels/loss.hpp>
+#include <reprosgd/kernels/views.hpp>
+#include <reprosgd/trainer/metrics.hpp>
+#include <reprosgd/trainer/sharding.hpp>
+#include <reprosgd/trainer/state.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <utility>
+
+REPROSGD_BEGIN_NAMESPACE
+namespace detail {
+
+/// Loss and correct predictions summed over a step's or an evaluation's micro-batches.
+struct BatchTotals {
+  double loss = 0.0;
+  double correct = 0.0;
+};
+
+/// Copy rows [first, first+rows) of the epoch order (`order`, or the data set's own order) into
+/// the micro-batch `in`/`labels`: one thread per row, so the permutation (a few Philox calls) is
+/// evaluated once per sample. A free function: device lambdas may not live in private members.
+template <class ExecSpace, class Data, class In, class Labels>
+void load_micro_batch(const ExecSpace& space, const In& in, const Labels& lab, const Data& data,
+                      const std::optional<KeyedPermutation>& order, long first, long rows) {
+  const auto x = data.features;
+  const auto y = data.labels;
+  const long f = static_cast<long>(x.extent(1));
+  const bool shuffled = order.has_value();
+  const KeyedPermutation perm = shuffled ? *order : KeyedPermutation(0, 0, 1);
+  Kokkos::parallel_for(
+      "reprosgd::Trainer::load_micro_batch", Kokkos::RangePolicy<ExecSpace>(space, 0, rows), KOKKOS_LAMBDA(const long r) {
+        const long idx = shuffled ? static_cast<long>(perm(static_cast<std::uint64_t>(first + r))) : first + r;
+        for (long j = 0; j < f; ++j) in(r, j) = x(idx, j);
+        lab(r) = y(idx);
+      });
+}
+
+template <Parallelism Par, RngStream Rng>
+class StepPipeline {
+ public:
+  using execution_space = typename Par::execution_space;
+  using memory_space = typename execution_space::memory_space;
+  using reduction_type = typename Par::reduction_type;
+
+  /// Size the step's buffers for `model` (this rank's shard) and M micro-batches of m rows over
+  /// the policy's current ranks; again after a shrink re-shards or re-maps. Local.
+  template <class Model>
+  void lay_out(Par& par, const Model& model, long M, long m) {
+    // A shrink may have re-sharded: only a model-parallel policy shards (under any other the
+    // Trainer has agreed that the model is whole).
+    if constexpr (ShardedParallelism<Par>) train_.reset(), eval_.reset();
+    mine_ = par.micro_batch_range(M);
+    const long n_params = static_cast<long>(model.parameter_count());
+    if (!fits<Model>(train_, m, n_params)) train_ = make_workspace(model, m);
+    if (static_cast<long>(grads_.extent(0)) != mine_.size() || static_cast<long>(grads_.extent(1)) != n_params) {
+      grads_ = Matrix<memory_space>();
+      grads_ = Matrix<memory_space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::grads"), mine_.size(), n_params);
+      grad_sum_ = Buffer<memory_space>("reprosgd::grad_sum", n_params);
+    }
+    if constexpr (ShardedParallelism<Par>) grad_blocks_ = Sharding<Par>::gradient_blocks(model);
+    mb_loss_ = Kokkos::View<double*, Kokkos::HostSpace>("reprosgd::mb_loss", mine_.size());
+    mb_correct_ = Kokkos::View<double*, Kokkos::HostSpace>("reprosgd::mb_correct", mine_.size());
+    all_loss_ = Kokkos::View<double*, Kokkos::HostSpace>("reprosgd::all_loss", M);
+    all_correct_ = Kokkos::View<double*, Kokkos::HostSpace>("reprosgd::all_correct", M);
+  }
+
+  /// Forward and backward of this rank's micro-batches of the step at `position` in epoch order
+  /// (`order`: the epoch's permutation, or none), each into its gradient row, loss scaled by 1/B.
+  template <class Model, class Data>
+  void compute(Par& par, const Rng& rng, LossKind loss, const Model& model, const Data& train,
+               const std::optional<KeyedPermutation>& order, std::uint64_t step, long position, long B, long m) {
+    const execution_space space = par.space();
+    auto& ws = model_workspace<Model>(*train_);
+    const long n_params = static_cast<long>(grads_.extent(1));
+    for (long u = mine_.begin; u < mine_.end; ++u) {
+      const long first = position * B + u * m;  // the micro-batch's row 0 in the epoch order
+      load_micro_batch(space, train_->input, train_->labels, train, order, first, m);
+      LayerContext<execution_space, Rng> ctx{space, rng, 0, step, static_cast<std::uint64_t>(u * m), true};
+      forward(par, model, ctx, ws, m);
+      compute_loss(space, *train_, loss, m, 1.0f / static_cast<float>(B), true);
+      BufferRef<memory_space> row(grads_.data() + (u - mine_.begin) * n_params, n_params);
+      if constexpr (ShardedParallelism<Par>)
+        model.backward(ctx, ws, m, row, par.model_group());
+      else
+        model.backward(ctx, ws, m, row);
+      sum_rows(*train_, m, mb_loss_(u - mine_.begin), mb_correct_(u - mine_.begin));
+    }
+  }
+
+  /// The exact sum of the step's M gradient rows into grad_sum(). A shard's rows are reduced over
+  /// the blocks of the whole model's parameter vector, never over the shard's own buffer: which
+  /// elements share a block exponent, and so every rounding, is then the one-process run's on
+  /// every grid (docs/reproducibility.md, "Every reduction over the canonical layout"). @collective
+  ReductionResult reduce(Par& par, long M) {
+    if constexpr (ShardedParallelism<Par> && requires {
+                    reduction_.reduce(par, grads_, M, grad_sum_, grad_blocks_, par.model_group().parallelism());
+                  }) {
+      return reduction_.reduce(par, grads_, M, grad_sum_, grad_blocks_, par.model_group().parallelism());
+    } else {
+      static_assert(!ShardedParallelism<Par> || !reduction_type::rank_independent,
+                    "reprosgd::Trainer: a rank-independent reduction under model parallelism must reduce a shard "
+                    "over the whole model's blocks (reduce(par, rows, M, sum, CanonicalBlocks, group), as Exact does)");
+      return reduction_.reduce(par, grads_, M, grad_sum_);
+    }
+  }
+
+  /// The step's loss and correct count over all M micro-batches, added in micro-batch order. @collective
+  BatchTotals totals(Par& par, long M) {
+    par.allgather_micro_batches(mb_loss_, all_loss_, M);
+    par.allgather_micro_batches(mb_correct_, all_correct_, M);
+    return add_in_order(all_loss_, all_correct_, M);
+  }
+
+  [[nodiscard]] const Buffer<memory_space>& grad_sum() const noexcept { return grad_sum_; }
+
+  /**
+   * Mean loss and accuracy of `model` on `data` in evaluation micro-batches of m rows spread over
+   * the ranks and combined in micro-batch order, so they do not depend on the rank count. @collective
+   */
+  template <class Model, class Data>
+  EvalMetrics evaluate(Par& par, const Rng& rng, LossKind loss, const Model& model, const Data& data, long m) {
+    const execution_space space = par.space();
+    const long n = static_cast<long>(data.size());
+    const long M = (n + m - 1) / m;  // ranks beyond M own no evaluation micro-batch
+    if (!fits<Model>(eval_, m, static_cast<long>(model.parameter_count()))) eval_ = make_workspace(model, m);
+    const MicroBatchRange mine = par.micro_batch_range(M);
+    Kokkos::View<double*, Kokkos::HostSpace> l("reprosgd::eval_loss", mine.size()), c("reprosgd::eval_correct", mine.size());
+    Kokkos::View<double*, Kokkos::HostSpace> all_l("reprosgd::eval_all_loss", M), all_c("reprosgd::eval_all_correct", M);
+    auto& ws = model_workspace<Model>(*eval_);
+    for (long u = mine.begin; u < mine.end; ++u) {
+      const long rows = (u + 1) * m <= n ? m : n - u * m;
+      load_micro_batch(space, eval_->input, eval_->labels, data, std::nullopt, u * m, rows);
+      LayerContext<execution_space, Rng> ctx{space, rng, 0, 0, static_cast<std::uint64_t>(u * m), false};
+      forward(par, model, ctx, ws, rows);
+      compute_loss(space, *eval_, loss, rows, 0.0f, false);
+      sum_rows(*eval_, rows, l(u - mine.begin), c(u - mine.begin));
+    }
+    par.allgather_micro_batches(l, all_l, M);
+    par.allgather_micro_batches(c, all_c, M);
+    const BatchTotals t = add_in_order(all_l, all_c, M);
+    EvalMetrics em;
+    em.count = static_cast<std::uint64_t>(n);
+    em.correct = static_cast<std::uint64_t>(t.correct);
+    em.loss = t.loss / static_cast<double>(n);
+    em.accuracy = t.correct / static_cast<double>(n);
+    return em;
+  }
+
+ private:
+  // Type-erased holder of the model's workspace, so the pipeline is not templated on the model.
+  struct WorkspaceBase {
+    virtual ~WorkspaceBase() = default;
+    Matrix<memory_space> input;
+    Kokkos::View<std::int32_t*, memory_space> labels;
+    Kokkos::View<float*, memory_space> row_loss;
+    Kokkos::View<std::int32_t*, memory_space> row_correct;
+    Matrix<memory_space> output, grad_out;
+    long rows = 0;
+    long params = 0;
+  };
+  template <class Model>
+  struct ModelWorkspace final : WorkspaceBase {
+    typename Model::Workspace model;
+  };
+
+  template <class Model>
+  static bool fits(const std::unique_ptr<WorkspaceBase>& w, long rows, long params) {
+    return w && w->rows == rows && w->params == params && dynamic_cast<ModelWorkspace<Model>*>(w.get());
+  }
+  template <class Model>
+  static std::unique_ptr<WorkspaceBase> make_workspace(const Model& model, long rows) {
+    auto w = std::make_unique<ModelWorkspace<Model>>();
+    w->model = model.make_workspace(rows);
+    w->input = w->model.act.front();
+    w->output = w->model.act.back();
+    w->grad_out = w->model.grad_out;
+    w->labels = Kokkos::View<std::int32_t*, memory_space>("reprosgd::labels", rows);
+    w->row_loss = Kokkos::View<float*, memory_space>("reprosgd::row_loss", rows);
+    w->row_correct = Kokkos::View<std::int32_t*, memory_space>("reprosgd::row_correct", rows);
+    w->rows = rows;
+    w->params = static_cast<long>(model.parameter_count());
+    return w;
+  }
+  template <class Model>
+  static typename Model::Workspace& model_workspace(WorkspaceBase& w) {
+    return static_cast<ModelWorkspace<Model>&>(w).model;
+  }
+
+  template <class Model, class Ctx, class Ws>
+  static void forward(Par& par, const Model& model, const Ctx& ctx, Ws& ws, long rows) {
+    if constexpr (ShardedParallelism<Par>)
+      model.forward(ctx, ws, rows, par.model_group());
+    else
+      model.forward(ctx, ws, rows);
+  }
+
+  static void compute_loss(const execution_space& space, WorkspaceBase& w, LossKind loss, long rows, float scale,
+                           bool want_grad) {
+    const MatrixRef<memory_space> out(w.output.data(), rows, w.output.extent(1));
+    const MatrixRef<memory_space> grad(w.grad_out.data(), want_grad ? rows : 0, w.grad_out.extent(1));
+    if (loss == LossKind::softmax_cross_entropy)
+      softmax_cross_entropy(space, out, w.labels, rows, scale, grad, w.row_loss, w.row_correct);
+    else
+      mse_one_hot(space, out, w.labels, rows, scale, grad, w.row_loss, w.row_correct);
+  }
+
+  // Loss and correct count of a micro-batch, summed on the host in row order.
+  void sum_rows(WorkspaceBase& w, long rows, double& loss, double& correct) {
+    if (static_cast<long>(host_loss_.extent(0)) < w.rows) {
+      host_loss_ = Kokkos::View<float*, Kokkos::HostSpace>("reprosgd::host_loss", w.rows);
+      host_correct_ = Kokkos::View<std::int32_t*, Kokkos::HostSpace>("reprosgd::host_correct", w.rows);
+    }
+    Kokkos::deep_copy(Kokkos::subview(host_loss_, Kokkos::make_pair(0L, w.rows)), w.row_loss);
+    Kokkos::deep_copy(Kokkos::subview(host_correct_, Kokkos::make_pair(0L, w.rows)), w.row_correct);
+    double l = 0.0, c = 0.0;
+    for (long i = 0; i < rows; ++i) {
+      l += static_cast<double>(host_loss_(i));
+      c += host_correct_(i);
+    }
+    loss = l;
+    correct = c;
+  }
+
+  static BatchTotals add_in_order(const Kokkos::View<double*, Kokkos::HostSpace>& loss,
+                                  const Kokkos::View<double*, Kokkos::HostSpace>& correct, long M) {
+    BatchTotals t;
+    for (long u = 0; u < M; ++u) {
+      t.loss += loss(u);
+      t.correct += correct(u);
+    }
+    return t;
+  }
+
+  reduction_type reduction_{};
+  MicroBatchRange mine_{};
+  std::unique_ptr<WorkspaceBase> train_, eval_;
+  Matrix<memory_space> grads_;      // one row per micro-batch this rank owns
+  Buffer<memory_space> grad_sum_;   // the reduced gradient
+  CanonicalBlocks<memory_space> grad_blocks_;  // sharded models: the reduction's blocks over this shard
+  Kokkos::View<double*, Kokkos::HostSpace> mb_loss_, mb_correct_, all_loss_, all_correct_;
+  Kokkos::View<float*, Kokkos::HostSpace> host_loss_;
+  Kokkos::View<std::int32_t*, Kokkos::HostSpace> host_correct_;
+};
+
+}  // namespace detail
+REPROSGD_END_NAMESPACE
