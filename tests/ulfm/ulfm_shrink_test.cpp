@@ -10,6 +10,7 @@
 // do not mix. Each survivor prints one line, "ULFM-PASS ..." or "ULFM-FAIL ...", and exits 0 or 1.
 #include "gradient_rows.hpp"
 
+#include <reprosgd/fault/failure_injection.hpp>
 #include <reprosgd/fault/fault_injection.hpp>
 #include <reprosgd/fault/policies.hpp>
 #include <reprosgd/parallel/mpi_environment.hpp>
@@ -37,13 +38,14 @@ using HostSum = Kokkos::View<float*, Kokkos::HostSpace>;
 constexpr long n_elements = 3 * 256 + 7;
 constexpr std::uint64_t seed = 20240917;
 
-/// The policy under test, with the library's own fault injection: a rank scheduled at
+/// The policy under test, wrapped in the library's fault injection: a rank scheduled at
 /// (iteration, allreduce) dies inside Exact::reduce — after the block-exponent MAX all-reduce and
 /// before the exchange of the sums — while the others wait for it.
-using InjectingPar = reprosgd::UlfmDataParallel<Host>;
+using InjectingPar = reprosgd::FailureInjection<reprosgd::UlfmDataParallel<Host>>;
 
 static_assert(reprosgd::Parallelism<InjectingPar>);
 static_assert(reprosgd::RecoverableParallelism<InjectingPar>);
+static_assert(reprosgd::FailureInjecting<InjectingPar>);
 static_assert(reprosgd::check_fault_policy<reprosgd::ShrinkAndContinue, InjectingPar>());
 
 /// The world ranks of the members of `comm`, in rank order (plain MPI: a test-only check).
@@ -95,8 +97,7 @@ int main(int argc, char** argv) {
   int final_size = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
-    InjectingPar par;
-    par.inject_failures(&schedule, world_rank);
+    InjectingPar par(schedule, world_rank, reprosgd::UlfmDataParallel<Host>());
     reprosgd::Exact red;
     reprosgd::Exact reference_red;
     reprosgd::Serial<Host> serial;
@@ -106,8 +107,7 @@ int main(int argc, char** argv) {
     while (it < iterations) {
       const double t_start = MPI_Wtime();
       try {
-        schedule.maybe_fail(world_rank, it, reprosgd::FailurePoint::step);
-        par.set_failure_step(it);
+        par.failure_point(it, reprosgd::FailurePoint::step);
         const HostRows all = reprosgd_test::make_rows(seed + it, micro_batches, n_elements);
         const reprosgd::MicroBatchRange mine = par.micro_batch_range(micro_batches);
         auto rows = reprosgd_test::copy_rows<Kokkos::HostSpace>(all, mine.begin, mine.end);

@@ -4,9 +4,11 @@
 /// A schedule is written "RANK@STEP[:POINT][,RANK@STEP[:POINT]...]", e.g. "2@17:allreduce,0@40"
 /// (POINT is step, allreduce or checkpoint; step when omitted). RANK is the process's identity
 /// as the caller defines it — the fault-tolerance tests pass the MPI_COMM_WORLD rank, which does
-/// not change when a communicator shrinks. Needs neither MPI nor Kokkos.
+/// not change when a communicator shrinks. Needs neither MPI nor Kokkos. FailureInjection
+/// (failure_injection.hpp) applies a schedule to a parallelism policy.
 #pragma once
 
+#include <reprosgd/concepts/failure_injecting.hpp>  // FailurePoint
 #include <reprosgd/config.hpp>
 #include <reprosgd/error.hpp>
 
@@ -23,23 +25,6 @@
 #include <vector>
 
 REPROSGD_BEGIN_NAMESPACE
-
-/// Where in a training step a scheduled failure happens.
-enum class FailurePoint {
-  step,        ///< at the start of the step, before any collective
-  allreduce,   ///< inside the gradient all-reduce (between its collectives)
-  checkpoint,  ///< while a checkpoint is being written
-};
-
-/// The spelling of a point in a schedule ("step", "allreduce", "checkpoint").
-constexpr const char* to_string(FailurePoint p) noexcept {
-  switch (p) {
-    case FailurePoint::step: return "step";
-    case FailurePoint::allreduce: return "allreduce";
-    case FailurePoint::checkpoint: return "checkpoint";
-  }
-  return "unknown";
-}
 
 /// One entry of a schedule: `rank` dies at `step`, at `point`.
 struct ScheduledFailure {

@@ -8,16 +8,19 @@
 #error "reprosgd/parallel/data_parallel.hpp needs MPI: build with REPROSGD_ENABLE_MPI=ON and link ReproSGD::reprosgd (it defines REPROSGD_HAS_MPI=1). Serial-only programs use reprosgd/parallel/serial.hpp."
 #endif
 
+#include <reprosgd/concepts/exchange.hpp>
 #include <reprosgd/concepts/parallelism.hpp>
 #include <reprosgd/detail/mpi_check.hpp>
 #include <reprosgd/error.hpp>
-#include <reprosgd/fault/fault_injection.hpp>
 #include <reprosgd/reduction/exact.hpp>
 
 #include <Kokkos_Core.hpp>
 #include <mpi.h>
 
 #include <climits>
+#include <memory>
+#include <mutex>
+#include <span>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -166,33 +169,111 @@ class DataParallel {
   template <class View>
     requires detail::HostVectorOf<View, std::int64_t>
   void allreduce_sum(const View& values) const {
-    maybe_fail(FailurePoint::allreduce);
     allreduce_in_place(values, MPI_SUM, "reprosgd::DataParallel::allreduce_sum");
   }
 
   /**
-   * Fault injection for tests and demos: from now on, this process kills itself (SIGKILL) when
-   * `schedule` lists (identity, step, FailurePoint::allreduce) and the gradient reduction reaches
-   * its integer SUM all-reduce at that step — after the block-exponent MAX, so the others are
-   * left waiting inside the reduction. The schedule must outlive this object; nullptr turns it
-   * off. The Trainer calls this and set_failure_step() (Trainer::inject_failures). Not collective.
-   */
-  void inject_failures(const FailureSchedule* schedule, int identity) noexcept {
-    injection_.schedule = schedule;
-    injection_.identity = identity;
-  }
-  /// The step the next collectives belong to, for inject_failures(). Not collective.
-  void set_failure_step(std::uint64_t step) noexcept { injection_.step = step; }
-
-  /**
-   * For code that calls MPI on comm() itself (the Exact reduction's point-to-point exchange): hand
-   * every return code to check(), which applies this policy's error semantics — comm_error here,
-   * revoke and process_failure in UlfmDataParallel — and call maybe_fail(point) where the
-   * policy's own collective would (the allreduce fault-injection point). Not collective.
+   * For code that calls MPI on comm() itself (the Trainer's buddy exchange): hand every return
+   * code to check(), which applies this policy's error semantics — comm_error here, revoke and
+   * process_failure in UlfmDataParallel. Not collective.
    */
   void check(int rc, const char* who, const char* call) const { check_(comm(), rc, who, call); }
-  void maybe_fail(FailurePoint point) const noexcept {
-    if (injection_.schedule) injection_.schedule->maybe_fail(injection_.identity, injection_.step, point);
+
+  /**
+   * The Exact reduction's exchange (the Exchange concept, concepts/exchange.hpp): this rank's k
+   * rows' elements [offsets[q], offsets[q+1]) to each other rank q, all at once (point-to-point,
+   * non-blocking, one message per row), and every other rank's rows of this rank's run into
+   * `received`, from ranks rank-1, rank-2, ... in that order, rows_of[src] rows each.
+   * @collective @throws config_error if a run is longer than 2^31 - 1 floats; comm_error
+   */
+  void exchange_runs(const float* rows, long k, long row_stride, std::span<const long> offsets,
+                     std::span<const std::int32_t> rows_of, float* received) const {
+    const long p = size_, rank = rank_;
+    constexpr int tag = 0x5252;  // the duplicate communicator carries no other point-to-point traffic
+    const int mine = count_of(offsets, rank, "reprosgd::DataParallel::exchange_runs");
+    std::vector<MPI_Request> requests;
+    requests.reserve(static_cast<std::size_t>(2 * (p - 1) * (k > 2 ? k : 2)));
+    long row = 0;
+    for (long d = 1; d < p; ++d) {
+      const long src = (rank - d + p) % p;
+      for (long v = 0; v < rows_of[static_cast<std::size_t>(src)]; ++v, ++row) {
+        requests.emplace_back();
+        check(MPI_Irecv(received + row * mine, mine, MPI_FLOAT, static_cast<int>(src), tag, comm(), &requests.back()),
+              "reprosgd::DataParallel::exchange_runs", "MPI_Irecv(MPI_FLOAT)");
+      }
+    }
+    for (long d = 1; d < p; ++d) {
+      const long dst = (rank + d) % p;
+      const int count = count_of(offsets, dst, "reprosgd::DataParallel::exchange_runs");
+      for (long u = 0; u < k; ++u) {
+        requests.emplace_back();
+        check(MPI_Isend(rows + u * row_stride + offsets[static_cast<std::size_t>(dst)], count, MPI_FLOAT,
+                        static_cast<int>(dst), tag, comm(), &requests.back()),
+              "reprosgd::DataParallel::exchange_runs", "MPI_Isend(MPI_FLOAT)");
+      }
+    }
+    check(wait_all(requests), "reprosgd::DataParallel::exchange_runs", "MPI_Waitall");
+  }
+
+  /**
+   * One step of the Exact reduction's ring reduce-scatter (Exchange): send_count int64s to rank+1
+   * while receiving recv_count from rank-1 (MPI_Sendrecv). @collective
+   * @throws config_error on a count above 2^31 - 1; comm_error
+   */
+  void ring_step(const std::int64_t* send, long send_count, std::int64_t* recv, long recv_count) const {
+    constexpr int tag = 0x5253;  // the duplicate communicator carries no other point-to-point traffic
+    if (send_count > INT_MAX || recv_count > INT_MAX)
+      throw config_error("reprosgd::DataParallel::ring_step: more than 2^31 - 1 values");
+    const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
+    check(MPI_Sendrecv(send, static_cast<int>(send_count), MPI_INT64_T, right, tag, recv, static_cast<int>(recv_count),
+                       MPI_INT64_T, left, tag, comm(), MPI_STATUS_IGNORE),
+          "reprosgd::DataParallel::ring_step", "MPI_Sendrecv(MPI_INT64_T)");
+  }
+
+  /**
+   * Every rank's run of floats (counts[q] at data + displs[q]) to every rank, in place
+   * (MPI_Allgatherv), and the AND of every rank's `ok`, agreed during the gather: a non-blocking
+   * MPI_Iallreduce started before it and completed after it, so it costs no extra round trip
+   * (Exchange). Returns the AND. @collective @throws config_error on a count above 2^31 - 1; comm_error
+   */
+  [[nodiscard]] bool allgather_runs(float* data, std::span<const long> counts, std::span<const long> displs, bool ok) {
+    std::vector<int> c(counts.size()), d(displs.size());
+    for (std::size_t q = 0; q < counts.size(); ++q) {
+      if (counts[q] > INT_MAX || displs[q] > INT_MAX)
+        throw config_error("reprosgd::DataParallel::allgather_runs: more than 2^31 - 1 floats");
+      c[q] = static_cast<int>(counts[q]);
+      d[q] = static_cast<int>(displs[q]);
+    }
+    // The agreement's buffers and request live in the heap, owned by this policy; if the gather
+    // fails, MPI may still complete the pending agreement later, so they are kept to the end of
+    // the process instead (keep_until_exit).
+    if (!agreement_) agreement_ = std::make_unique<PendingAgreement>();
+    PendingAgreement& a = *agreement_;
+    a.in = ok ? 1 : 0;
+    a.out = 1;
+    a.request = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(&a.in, &a.out, 1, MPI_INT, MPI_LAND, comm(), &a.request),
+          "reprosgd::DataParallel::allgather_runs", "MPI_Iallreduce(MPI_LAND)");
+    const int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, c.data(), d.data(), MPI_FLOAT, comm());
+    if (rc != MPI_SUCCESS) keep_until_exit(std::move(agreement_));
+    check(rc, "reprosgd::DataParallel::allgather_runs", "MPI_Allgatherv(MPI_FLOAT)");
+    check(MPI_Wait(&a.request, MPI_STATUS_IGNORE), "reprosgd::DataParallel::allgather_runs", "MPI_Wait");
+    return a.out != 0;
+  }
+
+  /**
+   * Elementwise float SUM over ranks, in place, of `n` host floats (MPI_Allreduce(MPI_FLOAT,
+   * MPI_SUM)): for the Native reduction only. The grouping of the additions is the MPI library's
+   * choice, so the bits depend on P, the library and the placement (not rank-independent).
+   * @collective @throws comm_error
+   */
+  void float_allreduce_sum(float* data, long n) const {
+    for (long offset = 0; offset < n;) {
+      const long count = n - offset < (1L << 30) ? n - offset : (1L << 30);
+      check(MPI_Allreduce(MPI_IN_PLACE, data + offset, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm()),
+            "reprosgd::DataParallel::float_allreduce_sum", "MPI_Allreduce(MPI_FLOAT, MPI_SUM)");
+      offset += count;
+    }
   }
 
   /**
@@ -281,14 +362,41 @@ class DataParallel {
     } while (offset < n);
   }
 
-  struct Injection {
-    const FailureSchedule* schedule = nullptr;
-    int identity = 0;
-    std::uint64_t step = 0;
+  /// The overflow agreement allgather_runs() overlaps with its gather: MPI's buffers and request.
+  struct PendingAgreement {
+    int in = 1;
+    int out = 1;
+    MPI_Request request = MPI_REQUEST_NULL;
   };
+  /// An agreement whose gather failed: MPI may still write into it, so it lives until the process
+  /// exits (a few bytes per failure, reachable, so leak checkers stay quiet).
+  static void keep_until_exit(std::unique_ptr<PendingAgreement> pending) {
+    static std::mutex lock;
+    static std::vector<std::unique_ptr<PendingAgreement>> kept;
+    const std::lock_guard<std::mutex> guard(lock);
+    kept.push_back(std::move(pending));
+  }
+
+  /// The length of run q, offsets[q+1] - offsets[q], as an MPI count.
+  static int count_of(std::span<const long> offsets, long q, const char* who) {
+    const long n = offsets[static_cast<std::size_t>(q + 1)] - offsets[static_cast<std::size_t>(q)];
+    if (n > INT_MAX) throw config_error(std::string(who) + ": a run of more than 2^31 - 1 floats");
+    return static_cast<int>(n);
+  }
+
+  /// MPI_Waitall, returning the first failed request's own error code instead of
+  /// MPI_ERR_IN_STATUS (so that a dead peer is reported as a process failure).
+  static int wait_all(std::vector<MPI_Request>& requests) {
+    std::vector<MPI_Status> statuses(requests.size());
+    const int rc = MPI_Waitall(static_cast<int>(requests.size()), requests.data(), statuses.data());
+    if (rc != MPI_ERR_IN_STATUS) return rc;
+    for (const MPI_Status& st : statuses)
+      if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) return st.MPI_ERROR;
+    return rc;
+  }
 
   ExecSpace space_{};
-  Injection injection_{};
+  std::unique_ptr<PendingAgreement> agreement_;
   detail::CommHandle comm_{};
   int rank_ = 0;
   int size_ = 1;
@@ -297,5 +405,6 @@ class DataParallel {
 
 static_assert(Parallelism<DataParallel<>>);
 static_assert(Reduction<Exact, DataParallel<>>);
+static_assert(Exchange<DataParallel<>>);
 
 REPROSGD_END_NAMESPACE

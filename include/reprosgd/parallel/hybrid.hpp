@@ -13,7 +13,6 @@
 #include <reprosgd/detail/mpi_check.hpp>
 #include <reprosgd/error.hpp>
 #include <reprosgd/nn/dense.hpp>
-#include <reprosgd/nn/model_group.hpp>
 #include <reprosgd/parallel/data_parallel.hpp>
 #include <reprosgd/parallel/process_grid.hpp>
 #include <reprosgd/reduction/exact.hpp>
@@ -105,7 +104,13 @@ class MpiModelGroup {
   /// The Exact sum of the group's chunk partials (this rank's rows). @collective
   template <class Partials, class Sum>
   void sum_input_gradient(const Partials& partials, int chunks, const Sum& sum) {
-    Dense::sum_chunk_partials(exact_, comm_, partials, chunks, sum);
+    sum_input_gradient(comm_, partials, chunks, sum);
+  }
+  /// The same sum with its exchange carried by `via`, a group over this one's ranks that forwards
+  /// to parallelism() (FailureInjection's, which can stop the process inside it). @collective
+  template <class Via, class Partials, class Sum>
+  void sum_input_gradient(Via& via, const Partials& partials, int chunks, const Sum& sum) {
+    Dense::sum_chunk_partials(exact_, via, partials, chunks, sum);
   }
 
   /// Every rank's `counts[rank]` floats at `local`, concatenated in rank order into `all` on model
@@ -197,19 +202,6 @@ class BasicHybrid : public CommT<ExecSpace, Red> {
   [[nodiscard]] bool agree(bool flag) const { return world_.agree(flag); }
   void barrier() const { world_.barrier(); }
 
-  /// Fault injection (DataParallel::inject_failures): the `allreduce` point is reached by the
-  /// model group's input-gradient sums as well as by the gradient reduction across replicas.
-  void inject_failures(const FailureSchedule* schedule, int identity) noexcept {
-    schedule_ = schedule;
-    identity_ = identity;
-    base::inject_failures(schedule, identity);
-    model_->parallelism().inject_failures(schedule, identity);
-  }
-  void set_failure_step(std::uint64_t step) noexcept {
-    base::set_failure_step(step);
-    model_->parallelism().set_failure_step(step);
-  }
-
  protected:
   /// Split world() again as `shape` (after the world communicator changed). @collective over world()
   void regrid(GridShape shape) {
@@ -217,7 +209,6 @@ class BasicHybrid : public CommT<ExecSpace, Red> {
     static_cast<base&>(*this) = base(grid.data_comm(), this->space());
     model_ = std::make_unique<model_group_type>(grid.model_comm(), this->space());
     shape_ = grid.shape();
-    inject_failures(schedule_, identity_);
   }
   [[nodiscard]] const base& world_policy() const noexcept { return world_; }
 
@@ -231,8 +222,6 @@ class BasicHybrid : public CommT<ExecSpace, Red> {
   base world_;
   std::unique_ptr<model_group_type> model_;  // stable address across moves
   GridShape shape_;
-  const FailureSchedule* schedule_ = nullptr;
-  int identity_ = 0;
 };
 
 /// Hybrid parallelism with MPI errors as comm_error (see BasicHybrid).

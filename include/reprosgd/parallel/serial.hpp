@@ -2,12 +2,16 @@
 /// @file Serial: one process; all collectives are local. The reference every other policy matches.
 #pragma once
 
+#include <reprosgd/concepts/exchange.hpp>
 #include <reprosgd/concepts/parallelism.hpp>
 #include <reprosgd/error.hpp>
 #include <reprosgd/reduction/exact.hpp>
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
+#include <cstdint>
+#include <span>
 #include <string>
 
 REPROSGD_BEGIN_NAMESPACE
@@ -51,11 +55,23 @@ class Serial {
     if (local.data() != all.data()) Kokkos::deep_copy(all, local);
   }
 
+  // The Exact reduction's exchange (concepts/exchange.hpp) over one rank: nothing travels (Exact
+  // does not call these with one rank; they exist so that one process models every concept).
+  void exchange_runs(const float*, long, long, std::span<const long>, std::span<const std::int32_t>, float*) const noexcept {}
+  /// A ring of one: this rank is its own neighbour on both sides.
+  void ring_step(const std::int64_t* send, long send_count, std::int64_t* recv, long) const noexcept {
+    if (send != recv) std::copy(send, send + send_count, recv);
+  }
+  [[nodiscard]] bool allgather_runs(float*, std::span<const long>, std::span<const long>, bool ok) const noexcept {
+    return ok;
+  }
+
  private:
   ExecSpace space_{};
 };
 
 static_assert(Parallelism<Serial<>>);
 static_assert(Reduction<Exact, Serial<>>);
+static_assert(Exchange<Serial<>>);
 
 REPROSGD_END_NAMESPACE

@@ -3,19 +3,13 @@
 /// (docs/distributed.md, "The Exact reduction"; a model shard's blocks: canonical_blocks.hpp).
 #pragma once
 
+#include <reprosgd/concepts/exchange.hpp>
 #include <reprosgd/concepts/reduction.hpp>
 #include <reprosgd/error.hpp>
-#include <reprosgd/fault/fault_injection.hpp>
 #include <reprosgd/reduction/canonical_blocks.hpp>
 #include <reprosgd/reduction/detail/exact_kernels.hpp>
 
 #include <Kokkos_Core.hpp>
-
-#if REPROSGD_HAS_MPI
-#include <reprosgd/detail/mpi_check.hpp>
-
-#include <mpi.h>
-#endif
 
 #include <bit>
 #include <concepts>
@@ -26,21 +20,6 @@
 #include <vector>
 
 REPROSGD_BEGIN_NAMESPACE
-
-#if REPROSGD_HAS_MPI
-namespace detail {
-/// A policy on which Exact may call MPI itself: DataParallel and the policies derived from it
-/// (UlfmDataParallel) expose their communicator, their error semantics (check) and their
-/// fault-injection point (maybe_fail), so Exact's point-to-point exchange behaves on failure
-/// exactly as their own collectives do.
-template <class Par>
-concept ChecksOwnMpi = requires(const Par& p) {
-  { p.comm() } -> std::same_as<MPI_Comm>;
-  p.check(0, "", "");
-  p.maybe_fail(FailurePoint::allreduce);
-};
-}  // namespace detail
-#endif
 
 namespace detail::exact {
 
@@ -367,7 +346,8 @@ struct BlockKernels {
  * times smaller than the block's largest lose low bits (documented in docs/distributed.md).
  *
  * Cost (docs/distributed.md, Performance): one read of the rows for the block exponents, one for
- * quantising (vectorised integer code, detail/exact_kernels.hpp); with DataParallel on host memory
+ * quantising (vectorised integer code, detail/exact_kernels.hpp); with a group that has the Exchange
+ * operations (concepts/exchange.hpp: DataParallel and the policies built on it) on host memory
  * the integer sums travel as a ring reduce-scatter (each rank ends with the exact totals of its
  * 1/P of the blocks; its own part is quantised, added and converted to float in one pass) and the
  * floats as an all-gather: 8 + 4 bytes per parameter instead of a float all-reduce's 4 + 4.
@@ -500,9 +480,7 @@ class Exact {
     //    (exact, so independent of the MPI algorithm), and convert back to float once. A finite sum
     //    too large for a float is reported like a NaN, never converted.
     if (par.size() == 1) return {agree_finite(kern.finish(0, nblocks, true, nullptr, 0) == 0, scope)};
-#if REPROSGD_HAS_MPI
     if constexpr (fast_path<Par, Rows, Sum>) {
-      par.maybe_fail(FailurePoint::allreduce);  // between the exponent MAX and the exchange
       long k_max = 0;
       for (long q = 0; q < slots; ++q) k_max = exps(nblocks + q) > k_max ? exps(nblocks + q) : k_max;
       // Up to 2 rows per rank, sending the rows' floats (4k bytes per element) costs no more than
@@ -510,7 +488,6 @@ class Exact {
       if (k_max <= 2) return {agree_finite(exchange_rows_gather(par, ws, kern, nblocks, exps.data() + nblocks), scope)};
       return {agree_finite(ring_reduce_scatter_gather(par, ws, kern, nblocks), scope)};
     }
-#endif
     // Any other policy, or device memory: an int64 all-reduce through the policy.
     ws.ensure_acc(n);
     const auto elems = Kokkos::make_pair(0L, n);
@@ -595,25 +572,22 @@ class Exact {
     return verdict(0) == 0;
   }
 
-  /// Whether reduce() may talk MPI itself (point-to-point and gathers on the policy's communicator,
-  /// with the policy's own error semantics, see detail::ChecksOwnMpi) on host buffers whose rows and sum are contiguous. Decided
-  /// at compile time, so every rank takes the same path.
+  /// Whether reduce() uses the group's Exchange operations (concepts/exchange.hpp: the rows
+  /// exchange or the ring reduce-scatter, then the allgather) instead of an int64 all-reduce: on
+  /// host buffers whose rows and sum are contiguous. Decided at compile time, so every rank takes
+  /// the same path.
   template <class Par, class Rows, class Sum>
   static constexpr bool fast_path =
-#if REPROSGD_HAS_MPI
-      detail::ChecksOwnMpi<Par> && host_memory<typename Par::execution_space::memory_space> &&
+      Exchange<Par> && host_memory<typename Par::execution_space::memory_space> &&
       std::is_same_v<typename Rows::array_layout, Kokkos::LayoutRight> &&
       (std::is_same_v<typename Sum::array_layout, Kokkos::LayoutRight> ||
        std::is_same_v<typename Sum::array_layout, Kokkos::LayoutLeft>);
-#else
-      false;
-#endif
 
   template <class Mem>
   struct Workspace {
     using memory_space = Mem;
     Kokkos::View<std::int64_t*, Mem> acc;                     // this rank's integer sums (or a ring's parts)
-    Kokkos::View<std::int64_t*, Kokkos::HostSpace> acc_host;  // device memory only: MPI's copy of acc
+    Kokkos::View<std::int64_t*, Kokkos::HostSpace> acc_host;  // device memory only: the host copy the group reduces
     Kokkos::View<std::int64_t*, Kokkos::HostSpace> recv;      // a ring step's incoming part
     Kokkos::View<float*, Kokkos::HostSpace> recv_rows;        // other ranks' rows of this rank's run
     Kokkos::View<std::int32_t*, Mem> exps;
@@ -665,120 +639,71 @@ class Exact {
     }
   };
 
-#if REPROSGD_HAS_MPI
-  /// MPI_Waitall, returning the first failed request's own error code instead of
-  /// MPI_ERR_IN_STATUS (so that a dead peer is reported as a process failure).
-  static int wait_all(std::vector<MPI_Request>& requests) {
-    std::vector<MPI_Status> statuses(requests.size());
-    const int rc = MPI_Waitall(static_cast<int>(requests.size()), requests.data(), statuses.data());
-    if (rc != MPI_ERR_IN_STATUS) return rc;
-    for (const MPI_Status& st : statuses)
-      if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) return st.MPI_ERROR;
-    return rc;
+  /// The runs of a segment of blocks [s0, s1): run q, for rank q of p, is blocks
+  /// [first(q), first(q+1)); `offsets` (p + 1 of them) receives their first elements, `counts`
+  /// and `displs` (p each, may be null) their lengths and their offsets from the segment's start.
+  template <class Blocks>
+  static void cut_runs(const Blocks& blocks, long s0, long s1, long p, std::vector<long>& offsets,
+                       std::vector<long>* counts, std::vector<long>* displs) {
+    offsets.resize(static_cast<std::size_t>(p + 1));
+    for (long q = 0; q <= p; ++q) offsets[static_cast<std::size_t>(q)] = blocks.begin(s0 + (q * (s1 - s0) + p - 1) / p);
+    if (counts == nullptr) return;
+    counts->resize(static_cast<std::size_t>(p));
+    displs->resize(static_cast<std::size_t>(p));
+    for (long q = 0; q < p; ++q) {
+      (*counts)[static_cast<std::size_t>(q)] = offsets[static_cast<std::size_t>(q + 1)] - offsets[static_cast<std::size_t>(q)];
+      (*displs)[static_cast<std::size_t>(q)] = offsets[static_cast<std::size_t>(q)] - offsets[0];
+    }
   }
 
   /**
-   * MPI_Allgatherv of the ranks' runs of floats (counts and displacements in elements from `sums`),
-   * in place. With `last`, the AND of every rank's `ok` is agreed at the same time (a non-blocking
-   * MPI_Iallreduce started before the gather and completed after it, so it costs no extra round
-   * trip); returns it (true without `last`).
-   */
-  template <class Par>
-  static bool gather_floats(Par& par, float* sums, std::vector<int>& counts, std::vector<int>& displs, bool last, bool ok) {
-    // The agreement's buffers and request outlive this call (static): if the gather throws (a
-    // failed rank under UlfmDataParallel), MPI may still complete the pending Iallreduce later.
-    static thread_local int in = 1, out = 1;
-    static thread_local MPI_Request agreement = MPI_REQUEST_NULL;
-    in = ok ? 1 : 0;
-    out = 1;
-    agreement = MPI_REQUEST_NULL;
-    if (last)
-      par.check(MPI_Iallreduce(&in, &out, 1, MPI_INT, MPI_LAND, par.comm(), &agreement), "reprosgd::Exact::reduce",
-                "MPI_Iallreduce(MPI_LAND)");
-    par.check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, sums, counts.data(), displs.data(), MPI_FLOAT,
-                             par.comm()),
-              "reprosgd::Exact::reduce", "MPI_Allgatherv(MPI_FLOAT)");
-    if (last) par.check(MPI_Wait(&agreement, MPI_STATUS_IGNORE), "reprosgd::Exact::reduce", "MPI_Wait");
-    return out != 0;
-  }
-
-  /**
-   * Steps 3-5 for DataParallel on host memory when no rank holds more than 2 rows. The blocks are
-   * cut into P runs of whole blocks, run q for rank q. Every rank sends each other rank q its rows'
-   * floats of run q (point-to-point, all at once), then quantises and adds, as integers, its own
-   * rows and all received rows of its own run and converts the totals to float in the same pass;
-   * an MPI_Allgatherv of the floats gives every rank all of them. The integers are those of the
-   * single-process sum (each value is quantised from its own float with the agreed exponent, on
-   * whichever rank), and integer addition is exact in any order: the bits do not depend on P.
-   * Traffic per rank: (P-1)/P * (4k + 4) bytes per element, for k = 1 the same as a ring float
-   * all-reduce. `k_of[q]` is rank q's row count. Returns whether no sum overflowed (agreed).
+   * Steps 3-5 on a group with the Exchange operations, on host memory, when no rank holds more
+   * than 2 rows. The blocks are cut into P runs of whole blocks, run q for rank q. Every rank sends
+   * each other rank q its rows' floats of run q (exchange_runs: point-to-point, all at once), then
+   * quantises and adds, as integers, its own rows and all received rows of its own run and converts
+   * the totals to float in the same pass; allgather_runs gives every rank all of the floats. The
+   * integers are those of the single-process sum (each value is quantised from its own float with
+   * the agreed exponent, on whichever rank), and integer addition is exact in any order: the bits
+   * do not depend on P. Traffic per rank: (P-1)/P * (4k + 4) bytes per element, for k = 1 the same
+   * as a ring float all-reduce. `k_of[q]` is rank q's row count. Returns whether no sum overflowed
+   * (agreed).
    */
   template <class Par, class Ws, class Kern>
   static bool exchange_rows_gather(Par& par, Ws& ws, const Kern& kern, long nblocks, const std::int32_t* k_of) {
     const long p = par.size(), rank = par.rank();
-    const long k = kern.k;
-    constexpr int tag = 0x5252;  // the library's duplicate communicator carries no other point-to-point traffic
-    constexpr long segment_blocks = (1L << 30) / block_size;  // MPI counts are int
-    const float* const rows = kern.rows.data();
-    const long row_stride = static_cast<long>(kern.rows.stride(0));
+    constexpr long segment_blocks = (1L << 30) / block_size;  // counts of at most 2^30 elements
     long overflowed = 0;
     bool finite = true;
-    std::vector<MPI_Request> requests;
-    std::vector<int> counts(static_cast<std::size_t>(p)), displs(static_cast<std::size_t>(p));
+    std::vector<long> offsets, counts, displs;
     for (long s0 = 0; s0 < nblocks; s0 += segment_blocks) {
       const long s1 = s0 + segment_blocks < nblocks ? s0 + segment_blocks : nblocks;
-      // Run q: blocks [first(q), first(q+1)) of the segment.
-      auto first = [&](long q) { return s0 + (q * (s1 - s0) + p - 1) / p; };
-      auto elem = [&](long b) { return kern.blocks.begin(b); };
-      auto count = [&](long q) { return static_cast<int>(elem(first(q + 1)) - elem(first(q))); };
-      const long mine = count(rank), my_first = elem(first(rank));
+      cut_runs(kern.blocks, s0, s1, p, offsets, &counts, &displs);
+      const long mine = counts[static_cast<std::size_t>(rank)], my_first = offsets[static_cast<std::size_t>(rank)];
       long received_rows = 0;
       for (long q = 0; q < p; ++q)
         if (q != rank) received_rows += k_of[q];
       ws.ensure_recv_rows(received_rows * mine > 0 ? received_rows * mine : 1);
       float* const recv = ws.recv_rows.data();
-      requests.clear();
-      long row = 0;
-      for (long d = 1; d < p; ++d) {
-        const long src = (rank - d + p) % p;
-        for (long v = 0; v < k_of[src]; ++v, ++row) {
-          requests.emplace_back();
-          par.check(MPI_Irecv(recv + row * mine, static_cast<int>(mine), MPI_FLOAT, static_cast<int>(src), tag,
-                                      par.comm(), &requests.back()),
-                            "reprosgd::Exact::reduce", "MPI_Irecv(MPI_FLOAT)");
-        }
-      }
-      for (long d = 1; d < p; ++d) {
-        const long dst = (rank + d) % p;
-        for (long u = 0; u < k; ++u) {
-          requests.emplace_back();
-          par.check(MPI_Isend(rows + u * row_stride + elem(first(dst)), count(dst), MPI_FLOAT,
-                                      static_cast<int>(dst), tag, par.comm(), &requests.back()),
-                            "reprosgd::Exact::reduce", "MPI_Isend(MPI_FLOAT)");
-        }
-      }
-      par.check(wait_all(requests), "reprosgd::Exact::reduce", "MPI_Waitall");
-      overflowed += kern.finish(first(rank), first(rank + 1), true, nullptr, 0,
+      par.exchange_runs(kern.rows.data(), kern.k, static_cast<long>(kern.rows.stride(0)), offsets,
+                        std::span<const std::int32_t>(k_of, static_cast<std::size_t>(p)), recv);
+      const long b_mine = s0 + (rank * (s1 - s0) + p - 1) / p, b_next = s0 + ((rank + 1) * (s1 - s0) + p - 1) / p;
+      overflowed += kern.finish(b_mine, b_next, true, nullptr, 0,
                                 detail::exact::ExtraRows{recv, received_rows, mine, my_first});
-      for (long q = 0; q < p; ++q) {
-        counts[static_cast<std::size_t>(q)] = count(q);
-        displs[static_cast<std::size_t>(q)] = static_cast<int>(elem(first(q)) - elem(s0));
-      }
-      finite = gather_floats(par, kern.sum.data() + elem(s0), counts, displs, s1 == nblocks, overflowed == 0);
+      finite = par.allgather_runs(kern.sum.data() + offsets[0], counts, displs, overflowed == 0);
     }
     return finite;
   }
 
   /**
-   * Steps 3-5 for DataParallel on host memory. The blocks are cut into P runs of whole blocks,
-   * run q for rank q. A ring reduce-scatter of the int64 sums: in step s = 0 .. P-2 rank r sends
-   * its partial sums of run (r-s-1) mod P to rank r+1 and receives rank r-1's of run (r-s-2) mod P,
-   * to which it adds its own rows' integers while quantising them (one pass). After P-1 steps
-   * rank r has received the other ranks' total for its own run r, and its last pass adds its own
-   * rows and converts to float at once. An MPI_Allgatherv of the floats then gives every rank all
-   * of them. All additions are of integers, so each total is exact whatever the order, and the
-   * conversion is a pure function of the total and the agreed exponent: every element has the
-   * bits of the single-process sum, on any number of ranks.
+   * Steps 3-5 on a group with the Exchange operations, on host memory. The blocks are cut into P
+   * runs of whole blocks, run q for rank q. A ring reduce-scatter of the int64 sums (ring_step):
+   * in step s = 0 .. P-2 rank r sends its partial sums of run (r-s-1) mod P to rank r+1 and
+   * receives rank r-1's of run (r-s-2) mod P, to which it adds its own rows' integers while
+   * quantising them (one pass). After P-1 steps rank r has received the other ranks' total for its
+   * own run r, and its last pass adds its own rows and converts to float at once. allgather_runs
+   * then gives every rank all of the floats. All additions are of integers, so each total is exact
+   * whatever the order, and the conversion is a pure function of the total and the agreed
+   * exponent: every element has the bits of the single-process sum, on any number of ranks.
    * Traffic per rank: (P-1)/P * (8 + 4) bytes per element, against (P-1)/P * (4 + 4) for a ring
    * float all-reduce and (P-1)/P * (8 + 8) for an int64 one. (Open MPI's own MPI_Reduce_scatter
    * of int64 measured several times slower than these sendrecvs; see docs/distributed.md.)
@@ -788,20 +713,19 @@ class Exact {
   static bool ring_reduce_scatter_gather(Par& par, Ws& ws, const Kern& kern, long nblocks) {
     const long p = par.size(), rank = par.rank();
     const long n = kern.n;
-    const int right = static_cast<int>((rank + 1) % p), left = static_cast<int>((rank + p - 1) % p);
-    constexpr int tag = 0x5253;  // the library's duplicate communicator carries no other point-to-point traffic
-    // MPI counts are int: segments of at most 2^30 elements, whole blocks.
-    constexpr long segment_blocks = (1L << 30) / block_size;
+    constexpr long segment_blocks = (1L << 30) / block_size;  // counts of at most 2^30 elements
     ws.ensure_acc(n);
     std::int64_t* const acc = ws.acc.data();
     long overflowed = 0;
     bool finite = true;
+    std::vector<long> offsets, counts, displs;
     for (long s0 = 0; s0 < nblocks; s0 += segment_blocks) {
       const long s1 = s0 + segment_blocks < nblocks ? s0 + segment_blocks : nblocks;
-      // Run q: blocks [first(q), first(q+1)) of the segment.
+      // Run q: blocks [first(q), first(q+1)) of the segment, elements [offsets[q], offsets[q+1]).
       auto first = [&](long q) { return s0 + (q * (s1 - s0) + p - 1) / p; };
-      auto elem = [&](long b) { return kern.blocks.begin(b); };
-      auto count = [&](long q) { return static_cast<int>(elem(first(q + 1)) - elem(first(q))); };
+      cut_runs(kern.blocks, s0, s1, p, offsets, &counts, &displs);
+      auto elem = [&](long q) { return offsets[static_cast<std::size_t>(q)]; };
+      auto count = [&](long q) { return counts[static_cast<std::size_t>(q)]; };
       long longest = 0;
       for (long q = 0; q < p; ++q) longest = count(q) > longest ? count(q) : longest;
       ws.ensure_recv(longest > 0 ? longest : 1);
@@ -810,24 +734,16 @@ class Exact {
       kern.quantise(first(sent0), first(sent0 + 1), acc, 0, nullptr, 0);
       for (long step = 0; step + 1 < p; ++step) {
         const long send = (rank - step - 1 + 2 * p) % p, get = (rank - step - 2 + 2 * p) % p;
-        par.check(MPI_Sendrecv(acc + elem(first(send)), count(send), MPI_INT64_T, right, tag, recv,
-                                       count(get), MPI_INT64_T, left, tag, par.comm(), MPI_STATUS_IGNORE),
-                          "reprosgd::Exact::reduce", "MPI_Sendrecv(MPI_INT64_T)");
+        par.ring_step(acc + elem(send), count(send), recv, count(get));
         if (step + 2 < p)
-          kern.quantise(first(get), first(get + 1), acc, 0, recv, elem(first(get)));
+          kern.quantise(first(get), first(get + 1), acc, 0, recv, elem(get));
         else  // get == rank: the other ranks' total for this rank's run
-          overflowed += kern.finish(first(get), first(get + 1), true, recv, elem(first(get)));
+          overflowed += kern.finish(first(get), first(get + 1), true, recv, elem(get));
       }
-      std::vector<int> counts(static_cast<std::size_t>(p)), displs(static_cast<std::size_t>(p));
-      for (long q = 0; q < p; ++q) {
-        counts[static_cast<std::size_t>(q)] = count(q);
-        displs[static_cast<std::size_t>(q)] = static_cast<int>(elem(first(q)) - elem(s0));
-      }
-      finite = gather_floats(par, kern.sum.data() + elem(s0), counts, displs, s1 == nblocks, overflowed == 0);
+      finite = par.allgather_runs(kern.sum.data() + elem(0), counts, displs, overflowed == 0);
     }
     return finite;
   }
-#endif
 
   // One workspace per memory space the reduction is used with; host builds have one.
   template <class Mem>

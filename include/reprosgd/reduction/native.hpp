@@ -1,17 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/// @file Native: the usual float gradient sum (local rows in order, then a float MPI_Allreduce), for comparison.
+/// @file Native: the usual float gradient sum (local rows in order, then the policy's float all-reduce), for comparison.
 #pragma once
 
 #include <reprosgd/concepts/reduction.hpp>
 #include <reprosgd/error.hpp>
 
 #include <Kokkos_Core.hpp>
-
-#if REPROSGD_HAS_MPI
-#include <reprosgd/detail/mpi_check.hpp>
-
-#include <mpi.h>
-#endif
 
 #include <cstdint>
 #include <cstring>
@@ -32,7 +26,8 @@ KOKKOS_INLINE_FUNCTION int is_nonfinite_bits(float x) {
 /**
  * The conventional gradient sum, as most data-parallel frameworks do it: each rank adds its own
  * micro-batch rows in ascending row order in float, then the ranks add their partial sums with a
- * float MPI_Allreduce(MPI_SUM). With a policy that has no communicator (Serial) it is the local sum.
+ * float all-reduce of the policy (DataParallel: MPI_Allreduce(MPI_SUM)). With one process (Serial)
+ * it is the local sum.
  *
  * **What it gives up.** A float sum depends on the grouping of its terms. The grouping here
  * depends on the rank count P (which rows are summed locally), on the MPI library's reduction
@@ -55,11 +50,11 @@ class Native {
   /**
    * Sum `rows` (this rank's micro-batch gradients, one per row, in micro-batch order) over all
    * ranks into `sum`.
-   * @param par  the parallelism policy (Serial, DataParallel or anything with `comm()`)
+   * @param par  the parallelism policy (Serial, or one with float_allreduce_sum(data, n): DataParallel)
    * @param rows k x n, this rank's rows
    * @param total_micro_batches M, the global number of rows (checked, otherwise unused)
    * @param sum  n elements, receives the same sum on every rank
-   * @throws config_error on a size mismatch; comm_error if MPI fails
+   * @throws config_error on a size mismatch; what the policy's float_allreduce_sum throws
    */
   template <class Par, class Rows, class Sum>
     requires Parallelism<Par>
@@ -85,29 +80,18 @@ class Native {
     space.fence();
 
     // 2. Float sum across ranks: the grouping is the MPI library's choice (why this is not L3).
-    if constexpr (requires { par.comm(); }) {
-#if REPROSGD_HAS_MPI
+    if constexpr (requires(float* p) { par.float_allreduce_sum(p, n); }) {
       if (par.size() > 1) {
         auto host = Kokkos::create_mirror_view(sum);
         Kokkos::deep_copy(host, sum);
         if (!host.span_is_contiguous()) throw config_error("reprosgd::Native::reduce: sum is not contiguous");
-        for (long offset = 0; offset < n;) {
-          const long count = n - offset < (1L << 30) ? n - offset : (1L << 30);
-          detail::mpi_check(MPI_Allreduce(MPI_IN_PLACE, host.data() + offset, static_cast<int>(count), MPI_FLOAT,
-                                          MPI_SUM, par.comm()),
-                            "reprosgd::Native::reduce: MPI_Allreduce(MPI_FLOAT, MPI_SUM)");
-          offset += count;
-        }
+        par.float_allreduce_sum(host.data(), n);
         Kokkos::deep_copy(sum, host);
       }
-#else
-      if (par.size() > 1)
-        throw config_error("reprosgd::Native::reduce: this build has no MPI (REPROSGD_HAS_MPI=0)");
-#endif
     } else {
       if (par.size() > 1)
         throw config_error(std::string("reprosgd::Native::reduce: the policy '") + Par::name() + "' has " +
-                           std::to_string(par.size()) + " ranks but no MPI communicator (comm())");
+                           std::to_string(par.size()) + " ranks but no float all-reduce (float_allreduce_sum)");
     }
 
     // 3. NaN/Inf: an integer count (exact in any order), then agreed, since MPI does not promise

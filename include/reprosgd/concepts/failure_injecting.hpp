@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file FailureInjecting: a parallelism policy that kills its process at scheduled points, for
+/// fault-tolerance tests; and FailurePoint, the points of a step where that can happen.
+///
+/// The Trainer reports the points only a Trainer knows (the start of a step, a checkpoint being
+/// written) through failure_point(); the point inside the gradient exchange is the policy's own
+/// (fault/failure_injection.hpp: FailureInjection<Par> wraps any policy and is the one model).
+/// Production policies do not model this concept: they carry no test hooks.
+#pragma once
+
+#include <reprosgd/config.hpp>
+
+#include <concepts>
+#include <cstdint>
+
+REPROSGD_BEGIN_NAMESPACE
+
+/// Where in a training step a scheduled failure happens.
+enum class FailurePoint {
+  step,        ///< at the start of the step, before any collective
+  allreduce,   ///< inside the gradient exchange (after the block-exponent MAX, before the sums travel)
+  checkpoint,  ///< while a checkpoint is being written
+};
+
+/// The spelling of a point in a schedule ("step", "allreduce", "checkpoint").
+constexpr const char* to_string(FailurePoint p) noexcept {
+  switch (p) {
+    case FailurePoint::step: return "step";
+    case FailurePoint::allreduce: return "allreduce";
+    case FailurePoint::checkpoint: return "checkpoint";
+  }
+  return "unknown";
+}
+
+/**
+ * A parallelism policy with scheduled process deaths.
+ * - failure_point(step, point): not collective. Records `step` as the step the following
+ *   collectives belong to (the `allreduce` point inside the gradient exchange uses it) and kills
+ *   the process (SIGKILL) if this process is scheduled to die at (step, point). The Trainer calls
+ *   it with FailurePoint::step at the start of each step, and with FailurePoint::checkpoint while
+ *   a checkpoint is saved (the writing rank once the parameters are in the temporary file, the
+ *   others as the save begins).
+ * - failure_scheduled(step, point): whether this process is scheduled to die there (no effect).
+ */
+template <class P>
+concept FailureInjecting = requires(P& p, const P& cp, std::uint64_t step, FailurePoint point) {
+  p.failure_point(step, point);
+  { cp.failure_scheduled(step, point) } -> std::same_as<bool>;
+};
+
+REPROSGD_END_NAMESPACE
