@@ -387,7 +387,7 @@ class Trainer {
     if (recovery_.pending()) {
       const FailureEvent event = recovery_.finish(detail::world_rank_of(par_));
       run.result.failures.push_back(event);
-      (call_failure(callbacks, event), ...);
+      (detail::call_failure(callbacks, event), ...);
     }
     if (recovery_.replay_until > 0) {  // a step replayed after a rollback: its other stages ran before the failure
       if (state.step < recovery_.replay_until) {
@@ -407,7 +407,7 @@ class Trainer {
     const std::uint64_t done = state.step;  // steps completed, the last one being run.last.step
     const auto spe = static_cast<std::uint64_t>(run.steps_per_epoch);
     if (run.stage == Stage::callbacks) {
-      ((run.stop = call_step(callbacks, run.last) || run.stop), ...);
+      ((run.stop = detail::call_step_end(callbacks, run.last) || run.stop), ...);
       run.stage = Stage::epoch_end;
     }
     if (run.stage == Stage::epoch_end) {
@@ -455,7 +455,7 @@ class Trainer {
       if constexpr (RecoverableParallelism<Par>) (void)par_.agree(true);
     }
     em.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run.epoch_start).count();
-    ((run.stop = call_epoch(callbacks, em) || run.stop), ...);
+    ((run.stop = detail::call_epoch_end(callbacks, em) || run.stop), ...);
     run.result.last_epoch = em;
     run.result.epochs = run.last.epoch + 1;
     run.epoch_steps.clear();
@@ -511,20 +511,6 @@ class Trainer {
       return Fault::exit_code;
     else
       return restart_exit_code;
-  }
-  template <class C>
-  static void call_failure(C& c, const FailureEvent& e) {
-    if constexpr (FailureCallback<C>) c.on_failure(e);
-  }
-  template <class C>
-  static bool call_step(C& c, const StepMetrics& m) {
-    if constexpr (StepCallback<C>) return c.on_step_end(m);
-    return false;
-  }
-  template <class C>
-  static bool call_epoch(C& c, const EpochMetrics& m) {
-    if constexpr (EpochCallback<C>) return c.on_epoch_end(m);
-    return false;
   }
 
   TrainerOptions options_;

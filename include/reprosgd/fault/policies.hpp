@@ -54,17 +54,18 @@ static_assert(FaultPolicy<ShrinkAndContinue>);
 
 /**
  * Whether a fault policy can run with a parallelism policy: every policy can, except that one
- * needing ULFM needs an MPI with ULFM and a RecoverableParallelism. A Trainer calls it in a
- * static_assert-like way, so a wrong combination fails to compile with a message for the user.
+ * that shrinks needs a RecoverableParallelism. Over MPI that is UlfmDataParallel or UlfmHybrid,
+ * which exist only with an MPI that has ULFM; an in-process policy of the user's own (a test
+ * double, say) needs no MPI at all. A Trainer calls it in a static_assert-like way, so a wrong
+ * combination fails to compile with a message for the user.
  */
 template <FaultPolicy Policy, class Par>
 consteval bool check_fault_policy() {
-  static_assert(!Policy::needs_ulfm || REPROSGD_HAS_ULFM,
-                "reprosgd: ShrinkAndContinue needs an MPI with ULFM (MPIX_Comm_shrink in <mpi-ext.h>), e.g. Open MPI 5 "
-                "run with mpiexec --with-ft ulfm; use RestartFromCheckpoint or Abort");
   static_assert(!Policy::needs_ulfm || RecoverableParallelism<Par>,
                 "reprosgd: ShrinkAndContinue needs a parallelism policy that can recover() from lost ranks: use "
-                "reprosgd::UlfmDataParallel (reprosgd/parallel/ulfm_data_parallel.hpp)");
+                "reprosgd::UlfmDataParallel (reprosgd/parallel/ulfm_data_parallel.hpp), which needs an MPI with ULFM "
+                "(MPIX_Comm_shrink in <mpi-ext.h>, e.g. Open MPI 5 run with mpiexec --with-ft ulfm); or use "
+                "RestartFromCheckpoint or Abort");
   return true;
 }
 

@@ -34,6 +34,21 @@ template <class C>
 concept Callback = StepCallback<C> || EpochCallback<C> || FailureCallback<C>;
 
 namespace detail {
+/// Call a callback's hook when it has one; a hook it lacks asks for no stop.
+template <class C>
+bool call_step_end(C& c, const StepMetrics& m) {
+  if constexpr (StepCallback<C>) return c.on_step_end(m);
+  return false;
+}
+template <class C>
+bool call_epoch_end(C& c, const EpochMetrics& m) {
+  if constexpr (EpochCallback<C>) return c.on_epoch_end(m);
+  return false;
+}
+template <class C>
+void call_failure(C& c, const FailureEvent& e) {
+  if constexpr (FailureCallback<C>) c.on_failure(e);
+}
 inline std::string json_number(double v) {
   if (v != v || v > 1.7976931348623157e308 || v < -1.7976931348623157e308) return "null";
   char buf[64];
