@@ -20,6 +20,8 @@
 ///   kernel. `R::name()` is a host-side string recorded in checkpoints.
 #pragma once
 
+#include <reprosgd/rng/philox_stream.hpp>
+#include <reprosgd/rng/stream_coordinates.hpp>
 #include <reprosgd/rng/word_array.hpp>
 
 #include <concepts>
@@ -27,35 +29,6 @@
 #include <type_traits>
 
 REPROSGD_BEGIN_NAMESPACE
-
-/// What a random number is for. Each purpose has its own part of the counter space, so, e.g., the
-/// dropout mask of a sample can never reuse the words of a weight initialisation.
-enum class Purpose : std::uint8_t {
-  init = 0,     ///< parameter initialisation
-  dropout = 1,  ///< dropout masks
-  shuffle = 2,  ///< data order (the keyed permutation's round functions use their own domain)
-  data = 3,     ///< data augmentation, synthetic data
-  user = 4,     ///< free for user code
-};
-
-/**
- * The logical coordinates of a random word: what it is for and where it belongs in the training.
- * None of them is a thread, team or rank-local counter (that would tie the numbers to the
- * decomposition, which is what the determinism contract forbids).
- */
-struct StreamCoordinates {
-  Purpose purpose = Purpose::user;  ///< what the number is for
-  std::uint32_t layer = 0;          ///< layer index in the model (or any small tag)
-  std::uint64_t step = 0;           ///< global optimisation step
-  std::uint64_t sample = 0;         ///< global sample index (independent of rank and micro-batch)
-  std::uint64_t element = 0;        ///< element index inside (layer, sample), e.g. a neuron
-
-  friend KOKKOS_INLINE_FUNCTION constexpr bool operator==(const StreamCoordinates& a,
-                                                          const StreamCoordinates& b) noexcept {
-    return a.purpose == b.purpose && a.layer == b.layer && a.step == b.step && a.sample == b.sample &&
-           a.element == b.element;
-  }
-};
 
 /**
  * A stateless, counter-based random stream, keyed by a 64-bit seed and addressed by
@@ -81,5 +54,8 @@ concept RngStream =
       { r.uint32(c) } -> std::same_as<std::uint32_t>;      // == generate(c)[c.element % 4]
       { r.substream(id) } -> std::same_as<R>;              // independent stream keyed by (seed, id)
     };
+
+/// The default model, checked where the concept is (rng/ sits below concepts/).
+static_assert(RngStream<PhiloxStream>);
 
 REPROSGD_END_NAMESPACE

@@ -2,9 +2,9 @@
 /// @file PhiloxStream: the default RngStream, Philox4x32-10 keyed by the seed, counter from coordinates.
 #pragma once
 
-#include <reprosgd/concepts/rng_stream.hpp>
 #include <reprosgd/error.hpp>
 #include <reprosgd/rng/philox.hpp>
+#include <reprosgd/rng/stream_coordinates.hpp>
 
 #include <cstdint>
 #include <string>
@@ -124,7 +124,5 @@ class PhiloxStream {
     return PhiloxStream((std::uint64_t{x[1]} << 32) | x[0]);
   }
 };
-
-static_assert(RngStream<PhiloxStream>);
 
 REPROSGD_END_NAMESPACE

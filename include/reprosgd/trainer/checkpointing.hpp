@@ -111,16 +111,11 @@ class CheckpointDriver {
   template <CheckpointFormat F, class Model, Optimizer Opt, class Extra>
   SnapshotInfo load(const std::filesystem::path& path, const ConfigDescription& config, Model& model, const Opt& opt,
                     TrainState<Opt, memory_space>& state, Extra& extra) {
-    Sharding<Par>::shard(par_, model);
-    typename Sharding<Par>::template Staging<Opt> staging(model, opt);
-    Extra staged_extra = extra;
     SnapshotInfo info;
-    agreed(par_, "reprosgd::Trainer::load_checkpoint", [&] {
-      auto p = staging_payload(staging, staged_extra);
-      info = load_snapshot<F>(path, config, p);
-    });
-    Sharding<Par>::install(staging, info.step, model, opt, state);
-    extra = std::move(staged_extra);
+    auto staged = stage("reprosgd::Trainer::load_checkpoint", model, opt, extra,
+                        [&](auto& payload) { info = load_snapshot<F>(path, config, payload); });
+    Sharding<Par>::install(staged.staging, info.step, model, opt, state);
+    extra = std::move(staged.extra);
     return info;
   }
 
@@ -129,26 +124,40 @@ class CheckpointDriver {
   template <CheckpointFormat F, class Model, Optimizer Opt, class Extra>
   ResumeResult resume(const CheckpointManager<F>& checkpoints, const ConfigDescription& config, Model& model,
                       const Opt& opt, TrainState<Opt, memory_space>& state, Extra& extra) {
-    Sharding<Par>::shard(par_, model);
-    typename Sharding<Par>::template Staging<Opt> staging(model, opt);
-    Extra staged_extra = extra;
     ResumeResult r;
-    agreed(par_, "reprosgd::Trainer::resume", [&] {
-      auto p = staging_payload(staging, staged_extra);
-      r = checkpoints.resume_auto(config, p);
-    });
+    auto staged = stage("reprosgd::Trainer::resume", model, opt, extra,
+                        [&](auto& payload) { r = checkpoints.resume_auto(config, payload); });
     // Every rank must continue from the same step (a rank on another file system could differ).
     if (!same_on_all_ranks(par_, r.resumed ? r.info.step + 1 : 0))
       throw checkpoint_error("reprosgd::Trainer::resume: the ranks found different checkpoints in " +
                              checkpoints.directory().string());
     if (r.resumed) {
-      Sharding<Par>::install(staging, r.info.step, model, opt, state);
-      extra = std::move(staged_extra);
+      Sharding<Par>::install(staged.staging, r.info.step, model, opt, state);
+      extra = std::move(staged.extra);
     }
     return r;
   }
 
  private:
+  // Canonical values and the user's state read into copies, not yet installed.
+  template <Optimizer Opt, class Extra>
+  struct Staged {
+    typename Sharding<Par>::template Staging<Opt> staging;
+    Extra extra;
+  };
+  // Make the model this rank's shard, then let `read` fill staging copies on every rank; throws
+  // on every rank unless all of them read and verified everything.
+  template <class Model, Optimizer Opt, class Extra, class Read>
+  Staged<Opt, Extra> stage(const char* who, Model& model, const Opt& opt, const Extra& extra, Read&& read) {
+    Sharding<Par>::shard(par_, model);
+    Staged<Opt, Extra> staged{{model, opt}, extra};
+    agreed(par_, who, [&] {
+      TrainingPayload<Buffer<memory_space>, decltype(staged.staging.state), Extra> payload{
+          &staged.staging.params, &staged.staging.state, &staged.extra};
+      read(payload);
+    });
+    return staged;
+  }
   // Saving only reads through these pointers (TrainingPayload::save is const).
   template <class C, class Extra, class Hook>
   static auto payload(const C& canonical, const Extra& extra, Hook hook) {
@@ -156,10 +165,6 @@ class CheckpointDriver {
     using S = std::remove_cvref_t<decltype(canonical.state)>;
     return TrainingPayload<P, S, Extra, Hook>{const_cast<P*>(&canonical.params), const_cast<S*>(&canonical.state),
                                               const_cast<Extra*>(&extra), std::move(hook)};
-  }
-  template <class Staging, class Extra>
-  static auto staging_payload(Staging& staging, Extra& extra) {
-    return TrainingPayload<Buffer<memory_space>, decltype(staging.state), Extra>{&staging.params, &staging.state, &extra};
   }
 
   Par& par_;
