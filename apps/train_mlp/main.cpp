@@ -6,6 +6,7 @@
 /// and a non-zero exit code (2 usage/configuration, 3 data, 4 numerics, 5 I/O, 6 checkpoint, 7 ranks
 /// lost beyond what the fault policy handles, 75 relaunch me (--fault-tolerance restart), 1 anything else).
 #include <reprosgd/reprosgd.hpp>
+#include <reprosgd/fault/failure_injection.hpp>
 #include <reprosgd/reduction/native.hpp>
 #if REPROSGD_HAS_MPI
 #include <reprosgd/parallel/data_parallel.hpp>
@@ -230,7 +231,7 @@ reprosgd::TrainTest<Kokkos::HostSpace> load_data(const Config& c, bool say) {
 }
 
 template <class Par, class Fault, class Model, class Opt>
-int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
+int train_on(const Config& c, Par par, Model model, const Opt& opt, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
   using namespace reprosgd;
   TrainerOptions o;
   o.global_batch = c.batch;
@@ -258,11 +259,7 @@ int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTes
   o.min_ranks = c.min_ranks;
   o.buddy_every = c.buddy_every;
   using Space = typename Par::execution_space;
-  Trainer<Par, PhiloxStream, PortableBinaryFormat, Fault> trainer(o, make_policy<Par>(c));
-  // A job relaunched by scripts/relaunch.sh (REPROSGD_ATTEMPT > 1) does not die again on purpose.
-  const char* attempt = std::getenv("REPROSGD_ATTEMPT");
-  if (!c.inject_failure.empty() && (!attempt || std::atoi(attempt) <= 1))
-    trainer.inject_failures(FailureSchedule::parse(c.inject_failure), world_rank());
+  Trainer<Par, PhiloxStream, PortableBinaryFormat, Fault> trainer(o, std::move(par));
   const int rank = printing_rank(trainer.parallelism());
   auto state = trainer.start(model, opt);
   if (!c.quiet && rank == 0)
@@ -330,6 +327,20 @@ int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTes
   // The rank may have changed: when rank 0 was lost, the survivor now ranked 0 prints.
   if (printing_rank(trainer.parallelism()) == 0) std::printf("fingerprint %s\n", fp.c_str());
   return 0;
+}
+
+// --inject-failure: the Trainer runs on FailureInjection<Par>, which kills this process at the
+// scheduled points (identity: the MPI_COMM_WORLD rank); without it, on Par itself.
+template <class Par, class Fault, class Model, class Opt>
+int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
+  using namespace reprosgd;
+  // A job relaunched by scripts/relaunch.sh (REPROSGD_ATTEMPT > 1) does not die again on purpose.
+  const char* attempt = std::getenv("REPROSGD_ATTEMPT");
+  if (!c.inject_failure.empty() && (!attempt || std::atoi(attempt) <= 1))
+    return train_on<FailureInjection<Par>, Fault>(
+        c, FailureInjection<Par>(FailureSchedule::parse(c.inject_failure), world_rank(), make_policy<Par>(c)),
+        std::move(model), opt, data);
+  return train_on<Par, Fault>(c, make_policy<Par>(c), std::move(model), opt, data);
 }
 
 template <class Par, class Fault, class Model>
