@@ -218,7 +218,17 @@ class FailureInjection {
     return inner_.micro_batch_range(micro_batches);
   }
   void barrier() { inner_.barrier(); }
+  void barrier() const
+    requires requires(const Par& p) { p.barrier(); }
+  {
+    inner_.barrier();
+  }
   [[nodiscard]] bool agree(bool flag) { return inner_.agree(flag); }
+  [[nodiscard]] bool agree(bool flag) const
+    requires requires(const Par& p) { p.agree(flag); }
+  {
+    return inner_.agree(flag);
+  }
   template <class View>
   void allreduce_max(const View& values) {
     inner_.allreduce_max(values);
@@ -278,6 +288,11 @@ class FailureInjection {
   }
   [[nodiscard]] decltype(auto) world() noexcept
     requires requires(Par& p) { p.world(); }
+  {
+    return inner_.world();
+  }
+  [[nodiscard]] decltype(auto) world() const noexcept
+    requires requires(const Par& p) { p.world(); }
   {
     return inner_.world();
   }

@@ -182,6 +182,13 @@ static_assert(!reprosgd::Exchange<FailureInjection<PlainPolicy>>);
 static_assert(reprosgd::RecoverableParallelism<FailureInjection<FakeRecoverable>>);
 static_assert(reprosgd::ShardedParallelism<FailureInjection<FakeSharded>>);
 static_assert(!reprosgd::ShardedParallelism<FailureInjection<reprosgd::Serial<>>>);
+// const members stay const through the wrapper when the wrapped policy's are.
+static_assert(requires(const FailureInjection<reprosgd::Serial<>>& p) {
+  p.barrier();
+  p.agree(true);
+  p.space();
+  p.micro_batch_range(4);
+});
 #if REPROSGD_HAS_MPI
 static_assert(sees_through<reprosgd::DataParallel<>>());
 static_assert(sees_through<reprosgd::DataParallel<Host, reprosgd::Native>>());
