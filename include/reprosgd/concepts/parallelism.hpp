@@ -10,7 +10,8 @@
 ///   MPI implementation combines contributions, which is what the determinism contract (L3) needs.
 ///   Floating-point sums across ranks go through a Reduction policy built on these.
 /// - micro_batch_range(M) is the only place where the rank count enters the numerics: it says
-///   which contiguous micro-batches of a global batch this rank owns (DESIGN §4).
+///   which contiguous micro-batches of a global batch this rank owns (docs/distributed.md, "The
+///   micro-batch map").
 /// - agree(flag) is a logical AND over all ranks; with ULFM it also survives failed ranks.
 #pragma once
 
@@ -36,7 +37,7 @@ struct MicroBatchRange {
   friend bool operator==(const MicroBatchRange&, const MicroBatchRange&) = default;
 };
 
-/// Owner map of DESIGN §4: micro-batch u of M goes to rank floor(u*P/M). Rank r therefore owns
+/// The owner map (docs/distributed.md, "The micro-batch map"): micro-batch u of M goes to rank floor(u*P/M). Rank r therefore owns
 /// [ceil(r*M/P), ceil((r+1)*M/P)). Requires M >= P so that every rank owns at least one.
 constexpr MicroBatchRange micro_batch_range_of(long rank, long ranks, long micro_batches) noexcept {
   auto first_owned = [&](long r) { return (r * micro_batches + ranks - 1) / ranks; };

@@ -47,7 +47,7 @@ concept HostArithmeticVector = Kokkos::is_view<V>::value && (V::rank == 1) &&
 
 /**
  * Data parallelism over an MPI communicator: every rank holds the whole model and owns a
- * contiguous run of each global batch's micro-batches (micro_batch_range_of, DESIGN §4).
+ * contiguous run of each global batch's micro-batches (micro_batch_range_of; docs/distributed.md, "The micro-batch map").
  *
  * Its collectives are integer reductions (MAX, exact SUM, logical AND) and gathers, never a float
  * MPI_SUM: their results do not depend on the order in which the MPI library combines the ranks'
@@ -139,7 +139,8 @@ class DataParallel {
 
   /**
    * Logical AND of `flag` over all ranks: every rank gets the same answer, so a check that failed
-   * on one rank can be thrown on all of them together (the collective rule, STYLE B.7).
+   * on one rank can be thrown on all of them together (a rank that threw alone would leave the
+   * others waiting in the next collective; trainer/agreement.hpp).
    * @collective @deterministic @throws comm_error
    */
   [[nodiscard]] bool agree(bool flag) const {

@@ -108,7 +108,7 @@ inline std::vector<int> known_failed_ranks(MPI_Comm comm) {
  *
  * After process_failure, call recover() on every survivor: it shrinks the communicator; rank(),
  * size() and micro_batch_range() then describe the survivors, so the micro-batches re-map
- * (DESIGN §4) and, with the Exact reduction, the sums keep their bits (L3).
+ * (docs/distributed.md, "The micro-batch map") and, with the Exact reduction, the sums keep their bits (L3).
  *
  * The Trainer's step protocol (docs/fault_tolerance.md):
  * @code
