@@ -72,37 +72,40 @@ struct BlockKernels {
 
   static constexpr bool on_host = std::is_same_v<typename Exec::memory_space, Kokkos::HostSpace>;
 
+  /// o[j] = a[j] (0 without `a`) + the sum over rows u < k of quantise(rows(u, lo + j), base), for
+  /// the block's elements j < len: the integer grid sum every block pass shares.
+  KOKKOS_INLINE_FUNCTION static void quantise_block(std::int64_t* o, const std::int64_t* a, const Rows& rows, long k,
+                                                    long lo, long len, std::int32_t base) {
+    if (a != nullptr) {
+      for (long j = 0; j < len; ++j) o[j] = a[j];
+    } else {
+      for (long j = 0; j < len; ++j) o[j] = 0;
+    }
+    for (long u = 0; u < k; ++u)
+      for (long j = 0; j < len; ++j) o[j] += detail::exact::quantise(rows(u, lo + j), base);
+  }
+
   /// out[i - out_first] = add + the sum over this rank's rows of quantise(rows(u, i)).
   void quantise(long b0, long b1, std::int64_t* out, long out_first, const std::int64_t* add, long add_first) const {
     if (b1 <= b0) return;
-    const Rows rows_ = rows;
-    const Exps exps_ = exps;
-    const Blocks blocks_ = blocks;
     const std::int32_t h = headroom;
     const long k_ = k;
     if constexpr (on_host) {
       Kokkos::parallel_for(
-          "reprosgd::Exact::quantise", Kokkos::RangePolicy<Exec>(space, b0, b1), KOKKOS_LAMBDA(const long b) {
-            const long lo = blocks_.begin(b);
-            const long len = blocks_.begin(b + 1) - lo;
-            const std::int32_t base = quantise_base(exps_(b), h);
-            std::int64_t* const o = out + (lo - out_first);
-            if (add != nullptr) {
-              const std::int64_t* const a = add + (lo - add_first);
-              for (long j = 0; j < len; ++j) o[j] = a[j];
-            } else {
-              for (long j = 0; j < len; ++j) o[j] = 0;
-            }
-            for (long u = 0; u < k_; ++u)
-              for (long j = 0; j < len; ++j) o[j] += detail::exact::quantise(rows_(u, lo + j), base);
+          "reprosgd::Exact::quantise", Kokkos::RangePolicy<Exec>(space, b0, b1), KOKKOS_CLASS_LAMBDA(const long b) {
+            const long lo = blocks.begin(b);
+            const long len = blocks.begin(b + 1) - lo;
+            const std::int32_t base = quantise_base(exps(b), h);
+            quantise_block(out + (lo - out_first), add != nullptr ? add + (lo - add_first) : nullptr, rows, k_, lo, len,
+                           base);
           });
     } else {
       Kokkos::parallel_for(
-          "reprosgd::Exact::quantise", Kokkos::RangePolicy<Exec>(space, blocks_.begin(b0), blocks_.begin(b1)),
-          KOKKOS_LAMBDA(const long i) {
-            const std::int32_t base = quantise_base(exps_(blocks_.of(i)), h);
+          "reprosgd::Exact::quantise", Kokkos::RangePolicy<Exec>(space, blocks.begin(b0), blocks.begin(b1)),
+          KOKKOS_CLASS_LAMBDA(const long i) {
+            const std::int32_t base = quantise_base(exps(blocks.of(i)), h);
             std::int64_t s = add != nullptr ? add[i - add_first] : 0;
-            for (long u = 0; u < k_; ++u) s += detail::exact::quantise(rows_(u, i), base);
+            for (long u = 0; u < k_; ++u) s += detail::exact::quantise(rows(u, i), base);
             out[i - out_first] = s;
           });
     }
@@ -168,9 +171,7 @@ struct BlockKernels {
     const std::int32_t base = detail::exact::quantise_base(e, h);
     const double scale = detail::exact::dequantise_scale(e, h);
     std::int64_t t[block_size];
-    for (long j = 0; j < len; ++j) t[j] = 0;
-    for (long u = 0; u < k; ++u)
-      for (long j = 0; j < len; ++j) t[j] += detail::exact::quantise(rows(u, lo + j), base);
+    quantise_block(t, nullptr, rows, k, lo, len, base);
     int count = 0;
     for (long j = 0; j < len; ++j) {
       int over;
@@ -207,19 +208,15 @@ struct BlockKernels {
     requires on_host
   {
     if (b1 <= b0) return;
-    const Rows rows_ = rows;
-    const Sum sum_ = sum;
-    const Exps exps_ = exps;
-    const Blocks blocks_ = blocks;
     const std::int32_t h = headroom;
     const long k_ = k;
     Kokkos::parallel_for(
-        "reprosgd::Exact::speculate", Kokkos::RangePolicy<Exec>(space, b0, b1), KOKKOS_LAMBDA(const long b) {
-          const long lo = blocks_.begin(b);
-          const long len = blocks_.begin(b + 1) - lo;
+        "reprosgd::Exact::speculate", Kokkos::RangePolicy<Exec>(space, b0, b1), KOKKOS_CLASS_LAMBDA(const long b) {
+          const long lo = blocks.begin(b);
+          const long len = blocks.begin(b + 1) - lo;
           int over;
-          const Extent x = sum_with_own_exponent(rows_, sum_, k_, lo, len, h, over);
-          exps_(b) = tops(b) = x.top;
+          const Extent x = sum_with_own_exponent(rows, sum, k_, lo, len, h, over);
+          exps(b) = tops(b) = x.top;
           lows(b) = x.low;
           overs(b) = over;
         });
@@ -234,24 +231,20 @@ struct BlockKernels {
     requires on_host
   {
     if (b1 <= b0) return 0;
-    const Rows rows_ = rows;
-    const Sum sum_ = sum;
-    const Exps exps_ = exps;
-    const Blocks blocks_ = blocks;
     const std::int32_t h = headroom;
     const long k_ = k;
     long bad = 0;
     Kokkos::parallel_reduce(
         "reprosgd::Exact::settle", Kokkos::RangePolicy<Exec>(space, b0, b1),
-        KOKKOS_LAMBDA(const long b, long& bad_total) {
-          const std::int32_t e = exps_(b);
+        KOKKOS_CLASS_LAMBDA(const long b, long& bad_total) {
+          const std::int32_t e = exps(b);
           const bool held = double_exact(tops(b), lows(b), h) ? double_exact(e, lows(b), h) : e == tops(b);
           if (held) {
             bad_total += overs(b);
             return;
           }
-          const long lo = blocks_.begin(b);
-          bad_total += grid_sum(rows_, sum_, k_, lo, blocks_.begin(b + 1) - lo, e, h);
+          const long lo = blocks.begin(b);
+          bad_total += grid_sum(rows, sum, k_, lo, blocks.begin(b + 1) - lo, e, h);
         },
         bad);
     space.fence();
@@ -263,30 +256,19 @@ struct BlockKernels {
   /// integer count, exact in any order.
   long finish(long b0, long b1, bool with_rows, const std::int64_t* add, long add_first, ExtraRows extra = {}) const {
     if (b1 <= b0) return 0;
-    const Rows rows_ = rows;
-    const Exps exps_ = exps;
-    const Sum sum_ = sum;
-    const Blocks blocks_ = blocks;
     const std::int32_t h = headroom;
     const long k_ = with_rows ? k : 0;
     long overflowed = 0;
     if constexpr (on_host) {
       Kokkos::parallel_reduce(
           "reprosgd::Exact::finish", Kokkos::RangePolicy<Exec>(space, b0, b1),
-          KOKKOS_LAMBDA(const long b, long& bad) {
-            const long lo = blocks_.begin(b);
-            const long len = blocks_.begin(b + 1) - lo;
-            const std::int32_t base = quantise_base(exps_(b), h);
-            const double scale = dequantise_scale(exps_(b), h);
+          KOKKOS_CLASS_LAMBDA(const long b, long& bad) {
+            const long lo = blocks.begin(b);
+            const long len = blocks.begin(b + 1) - lo;
+            const std::int32_t base = quantise_base(exps(b), h);
+            const double scale = dequantise_scale(exps(b), h);
             std::int64_t t[block_size];
-            if (add != nullptr) {
-              const std::int64_t* const a = add + (lo - add_first);
-              for (long j = 0; j < len; ++j) t[j] = a[j];
-            } else {
-              for (long j = 0; j < len; ++j) t[j] = 0;
-            }
-            for (long u = 0; u < k_; ++u)
-              for (long j = 0; j < len; ++j) t[j] += detail::exact::quantise(rows_(u, lo + j), base);
+            quantise_block(t, add != nullptr ? add + (lo - add_first) : nullptr, rows, k_, lo, len, base);
             for (long v = 0; v < extra.rows; ++v) {
               const float* const x = extra.data + v * extra.stride + (lo - extra.first);
               for (long j = 0; j < len; ++j) t[j] += detail::exact::quantise(x[j], base);
@@ -294,7 +276,7 @@ struct BlockKernels {
             int count = 0;
             for (long j = 0; j < len; ++j) {
               int over;
-              sum_(lo + j) = dequantise(t[j], scale, over);
+              sum(lo + j) = dequantise(t[j], scale, over);
               count += over;
             }
             bad += count;
@@ -302,16 +284,16 @@ struct BlockKernels {
           overflowed);
     } else {
       Kokkos::parallel_reduce(
-          "reprosgd::Exact::finish", Kokkos::RangePolicy<Exec>(space, blocks_.begin(b0), blocks_.begin(b1)),
-          KOKKOS_LAMBDA(const long i, long& bad) {
-            const std::int32_t e = exps_(blocks_.of(i));
+          "reprosgd::Exact::finish", Kokkos::RangePolicy<Exec>(space, blocks.begin(b0), blocks.begin(b1)),
+          KOKKOS_CLASS_LAMBDA(const long i, long& bad) {
+            const std::int32_t e = exps(blocks.of(i));
             const std::int32_t base = quantise_base(e, h);
             std::int64_t s = add != nullptr ? add[i - add_first] : 0;
-            for (long u = 0; u < k_; ++u) s += detail::exact::quantise(rows_(u, i), base);
+            for (long u = 0; u < k_; ++u) s += detail::exact::quantise(rows(u, i), base);
             for (long v = 0; v < extra.rows; ++v)
               s += detail::exact::quantise(extra.data[v * extra.stride + (i - extra.first)], base);
             int over;
-            sum_(i) = dequantise(s, dequantise_scale(e, h), over);
+            sum(i) = dequantise(s, dequantise_scale(e, h), over);
             bad += over;
           },
           overflowed);
