@@ -386,6 +386,7 @@ int with_fault_tolerance(const Config& c, const reprosgd::TrainTest<Kokkos::Host
   if (c.fault_tolerance == "shrink") return with_policy<Par, ShrinkAndContinue>(c, data);
   return with_policy<Par, RestartFromCheckpoint>(c, data);
 #else
+  (void)data;
   throw config_error("train_mlp: --fault-tolerance " + c.fault_tolerance +
                      " needs an MPI with ULFM (MPIX_Comm_shrink in <mpi-ext.h>, e.g. Open MPI 5 run with mpiexec "
                      "--with-ft ulfm); this build has none: use --fault-tolerance abort");

@@ -2,6 +2,7 @@
 /// @file PhiloxStream: the coordinate map is injective, pinned, and gives the same words on every backend.
 #include <doctest/doctest.h>
 
+#include <reprosgd/concepts/rng_stream.hpp>
 #include <reprosgd/rng/philox_stream.hpp>
 
 #include <Kokkos_Core.hpp>
