@@ -9,7 +9,6 @@
 #include <reprosgd/kernels/elementwise.hpp>
 #include <reprosgd/kernels/gemm.hpp>
 #include <reprosgd/nn/model_group.hpp>
-#include <reprosgd/reduction/exact.hpp>
 #include <reprosgd/reduction/local_sum.hpp>
 #include <reprosgd/rng/distributions.hpp>
 #include <reprosgd/rng/philox_stream.hpp>
@@ -230,18 +229,6 @@ struct Dense {
     const Buffer<mem> partials(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::Dense::partials"),
                                partials_size(static_cast<long>(gx.extent(0)), 0, 1));
     backward(ctx, params, x, gy, gx, gparams, group, partials);
-  }
-
-  /**
-   * dx = the Exact sum of the chunk partials in `partials` (this rank's rows) over the ranks of
-   * `group` (a Parallelism; every rank calls it, those owning no chunk with zero rows), for a
-   * ModelGroup's sum_input_gradient over MPI (MpiModelGroup). A NaN or Inf partial makes dx NaN,
-   * so the step's gradient check reports it. @collective over group
-   */
-  template <class Group, class Partials, class Sum>
-  static void sum_chunk_partials(Exact& exact, Group&& group, const Partials& partials, int chunks, const Sum& dx) {
-    if (!exact.reduce(group, partials, chunks, dx).finite)
-      Kokkos::deep_copy(group.space(), dx, std::numeric_limits<float>::quiet_NaN());
   }
 };
 

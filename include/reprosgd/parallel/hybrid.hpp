@@ -12,7 +12,6 @@
 #include <reprosgd/concepts/parallelism.hpp>
 #include <reprosgd/detail/mpi_check.hpp>
 #include <reprosgd/error.hpp>
-#include <reprosgd/nn/dense.hpp>
 #include <reprosgd/parallel/data_parallel.hpp>
 #include <reprosgd/parallel/process_grid.hpp>
 #include <reprosgd/reduction/exact.hpp>
@@ -21,6 +20,7 @@
 #include <mpi.h>
 
 #include <climits>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -107,10 +107,13 @@ class MpiModelGroup {
     sum_input_gradient(comm_, partials, chunks, sum);
   }
   /// The same sum with its exchange carried by `via`, a group over this one's ranks that forwards
-  /// to parallelism() (FailureInjection's, which can stop the process inside it). @collective
+  /// to parallelism() (FailureInjection's, which can stop the process inside it). Every rank
+  /// calls it, those owning no chunk with zero rows. A NaN or Inf partial (or an overflowing sum)
+  /// makes the sum NaN, so the step's gradient check reports it. @collective
   template <class Via, class Partials, class Sum>
   void sum_input_gradient(Via& via, const Partials& partials, int chunks, const Sum& sum) {
-    Dense::sum_chunk_partials(exact_, via, partials, chunks, sum);
+    if (!exact_.reduce(via, partials, chunks, sum).finite)
+      Kokkos::deep_copy(via.space(), sum, std::numeric_limits<float>::quiet_NaN());
   }
 
   /// Every rank's `counts[rank]` floats at `local`, concatenated in rank order into `all` on model

@@ -21,6 +21,7 @@
 
 #include <filesystem>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -101,6 +102,15 @@ struct FaultyRun {
     return trainer.fingerprint(m, state);
   }
 };
+
+// The aliases name the common fault-tolerant setups.
+using FakePar = FakeRecoverable<Kokkos::DefaultExecutionSpace>;
+static_assert(std::is_same_v<reprosgd::FaultTolerantTrainer<FakePar>,
+                             reprosgd::Trainer<FakePar, reprosgd::PhiloxStream, reprosgd::PortableBinaryFormat,
+                                               reprosgd::ShrinkAndContinue>>);
+static_assert(std::is_same_v<reprosgd::RelaunchedTrainer<FakePar, reprosgd::JsonFormat>,
+                             reprosgd::Trainer<FakePar, reprosgd::PhiloxStream, reprosgd::JsonFormat,
+                                               reprosgd::RestartFromCheckpoint>>);
 
 std::filesystem::path fresh_dir(const char* name) {
   auto d = std::filesystem::temp_directory_path() / (std::string("reprosgd_recovery_") + name + "_" + std::to_string(::getpid()));
