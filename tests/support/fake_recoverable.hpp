@@ -22,6 +22,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -137,22 +138,12 @@ class FakeRecoverable {
   }
 
  private:
-  struct Calls {
-    std::vector<std::pair<std::string, int>> counts;
-    int& operator[](const std::string& op) {
-      for (auto& [name, n] : counts)
-        if (name == op) return n;
-      return counts.emplace_back(op, 0).second;
-    }
-    void clear() { counts.clear(); }
-  };
-
   ExecSpace space_;
   int size_;
   std::vector<int> alive_;
   std::vector<FakeFailure> schedule_;
   std::uint64_t step_ = ~std::uint64_t{0};  // before the first step
-  mutable Calls calls_;
+  mutable std::map<std::string, int> calls_;  // calls of each collective in the current step
   mutable std::vector<int> lost_since_recovery_;
   mutable int thrown_ = 0;
   mutable int abandoned_ = 0;

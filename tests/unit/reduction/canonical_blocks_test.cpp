@@ -11,6 +11,7 @@
 #include <reprosgd/reduction/exact.hpp>
 
 #include <support/exec_spaces.hpp>
+#include "reduction_test_support.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -19,6 +20,8 @@
 #include <vector>
 
 namespace {
+
+using reprosgd_test::mix;
 
 using Blocks = reprosgd::CanonicalBlocks<Kokkos::HostSpace>;
 using Runs = std::vector<reprosgd::CanonicalRun>;
@@ -30,12 +33,6 @@ std::vector<long> starts_of(const Blocks& b) {
 }
 std::vector<long> blocks_of(const Blocks& b) { return {b.block_of().begin(), b.block_of().end()}; }
 
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 /// Values spread over `binades` binades from 2^-60 up within every block: 121 binades (a block's
 /// exponent matters: the integer grid), or 8 (the double sum is exact: the fast path).

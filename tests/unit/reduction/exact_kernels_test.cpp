@@ -11,6 +11,7 @@
 #include <reprosgd/testing/doctest_helpers.hpp>
 
 #include <support/exec_spaces.hpp>
+#include "reduction_test_support.hpp"
 
 #include <bit>
 #include <cfenv>
@@ -21,6 +22,8 @@
 #include <vector>
 
 namespace {
+
+using reprosgd_test::mix;
 
 namespace ex = reprosgd::detail::exact;
 
@@ -71,12 +74,6 @@ bool ref_reduce(const Rows& rows, const Sum& want) {
 }
 
 float from_bits(std::uint32_t u) { return std::bit_cast<float>(u); }
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 /// Significands to try for a value whose grid step falls `r` bits into its significand (r <= 0:
 /// no rounding): edges, randoms, and for r >= 1 exact ties with an even and an odd quotient and

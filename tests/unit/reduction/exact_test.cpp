@@ -8,6 +8,7 @@
 #include <reprosgd/testing/doctest_helpers.hpp>
 
 #include <support/exec_spaces.hpp>
+#include "reduction_test_support.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -24,22 +25,13 @@ static_assert(reprosgd::Reduction<reprosgd::Native, reprosgd::Serial<>>);
 
 namespace {
 
-using Rows = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace>;
-using Sum = Kokkos::View<float*, Kokkos::HostSpace>;
+using reprosgd_test::mix;
+using reprosgd_test::draw;
+using reprosgd_test::make_rows;
+using reprosgd_test::Rows;
+using reprosgd_test::Sum;
 
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-// A value in [-1, 1) times 2^e, e drawn from [lo, hi].
-float draw(std::uint64_t key, int lo, int hi) {
-  const std::uint64_t h = mix(key);
-  const float u = static_cast<float>(h >> 40) * 0x1p-24f * 2.0f - 1.0f;
-  const int e = lo + static_cast<int>((h >> 8) % static_cast<std::uint64_t>(hi - lo + 1));
-  return std::ldexp(u, e);
-}
+
 
 template <class Space>
 Sum reduce(const Rows& rows, bool* finite = nullptr) {
@@ -51,12 +43,6 @@ Sum reduce(const Rows& rows, bool* finite = nullptr) {
   return sum;
 }
 
-Rows make_rows(long m, long n, int lo, int hi, std::uint64_t seed) {
-  Rows rows("rows", m, n);
-  for (long u = 0; u < m; ++u)
-    for (long i = 0; i < n; ++i) rows(u, i) = draw(seed * 1000003u + static_cast<std::uint64_t>(u * n + i), lo, hi);
-  return rows;
-}
 
 Rows permuted(const Rows& rows, const std::vector<long>& perm) {
   Rows out("perm", rows.extent(0), rows.extent(1));
