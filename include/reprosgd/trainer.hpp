@@ -27,6 +27,7 @@
 #include <reprosgd/trainer/agreement.hpp>
 #include <reprosgd/trainer/callbacks.hpp>
 #include <reprosgd/trainer/checkpointing.hpp>
+#include <reprosgd/trainer/fit_run.hpp>
 #include <reprosgd/trainer/metrics.hpp>
 #include <reprosgd/trainer/recovery.hpp>
 #include <reprosgd/trainer/sharding.hpp>
@@ -38,11 +39,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
-#include <optional>
 #include <string>
 #include <system_error>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -126,22 +126,7 @@ class Trainer {
    */
   template <class Model, Optimizer Opt>
   [[nodiscard]] Fingerprint fingerprint(Model& model, const TrainState<Opt, memory_space>& state) {
-    const auto canonical = sharding_.collect(par_, model, state.optimizer);
-    Fingerprint f{};
-    if (sharding_.holds_canonical(model)) {
-      FingerprintBuilder b;
-      b.add(canonical.params);
-      canonical.state.visit([&](const char*, const auto& x) { b.add(x); });
-      f = b.finish();
-    }
-    if constexpr (ShardedParallelism<Par>) {
-      float words[4];
-      static_assert(sizeof words == sizeof f);
-      std::memcpy(words, &f, sizeof f);
-      par_.model_group().share(words, 4, 0);
-      std::memcpy(&f, words, sizeof f);
-    }
-    return f;
+    return sharding_.fingerprint(par_, model, state.optimizer);
   }
 
   /**
@@ -177,13 +162,15 @@ class Trainer {
   template <class Model, Optimizer Opt, class Data, Callback... Callbacks>
   FitResult fit(Model& model, const Opt& opt, TrainState<Opt, memory_space>& state, const Data& train,
                 const Data* test, Callbacks&... callbacks) {
-    FitRun run = prepare_fit(model, opt, state, train, test);
-    // A step runs in stages. A failure (process_failure, thrown on every survivor in the same
+    FitRun run = plan_fit(train);
+    // fit() runs in stages: start (the checks every rank agrees on, the first buddy snapshot),
+    // then each step's. A failure (process_failure, thrown on every survivor in the same
     // collective) leaves the stage where it was; after a shrink the survivors redo that stage.
     // The update is applied only after every rank agreed the step's collectives completed, so
     // no survivor is ever a step ahead of another (docs/fault_tolerance.md).
     for (;;) {
       try {
+        if (run.stage == Stage::start) start_fit(run, model, opt, state, train, test);
         if (run.stage == Stage::compute) {
           if (static_cast<long>(state.step) >= run.total) break;
           compute_step(run, model, opt, state, train, callbacks...);
@@ -263,27 +250,8 @@ class Trainer {
   }
 
  private:
-  // The stages of a step in fit(); a failure redoes the stage it interrupted.
-  enum class Stage : std::uint64_t { compute, callbacks, epoch_end, stop_vote, checkpoint };
-  // (step, loss, accuracy) of a step completed in the current epoch (a rollback drops the later ones).
-  struct StepRecord {
-    std::uint64_t step;
-    double loss, accuracy;
-  };
-  // What fit() carries from stage to stage.
-  struct FitRun {
-    long B = 0, m = 0, M = 0;  // global batch, micro-batch, micro-batches per step
-    long steps_per_epoch = 0, total = 0;
-    Schedule schedule;
-    std::optional<CheckpointManager<Ckpt>> checkpoints;
-    std::optional<KeyedPermutation> order;  // the current epoch's permutation
-    std::vector<StepRecord> epoch_steps;
-    std::chrono::steady_clock::time_point epoch_start = std::chrono::steady_clock::now();
-    Stage stage = Stage::compute;
-    bool stop = false;
-    StepMetrics last{};  // the step completed last
-    FitResult result;
-  };
+  using Stage = detail::FitStage;
+  using FitRun = detail::FitRun<Ckpt>;
 
   detail::CheckpointDriver<Par> driver() noexcept { return {par_, sharding_}; }
   CheckpointManager<Ckpt> fit_checkpoints() const {
@@ -300,11 +268,26 @@ class Trainer {
     return detail::snapshot_info(options_, config_of(model, opt, train), state.step, train.size());
   }
 
-  // Everything fit() checks and sizes before its first step: inputs agreed on every rank, the same
-  // configuration everywhere, the model this rank's shard, the step's buffers laid out.
+  // fit()'s sizes (local). Any buddy snapshot of an earlier fit() is dropped: this one takes its own.
+  template <class Data>
+  FitRun plan_fit(const Data& train) {
+    FitRun run;
+    run.B = options_.global_batch;
+    run.m = options_.micro_batch;
+    run.M = run.B / run.m;
+    run.steps_per_epoch = steps_per_epoch(train.size());
+    run.total = total_steps(train.size());
+    if (!options_.checkpoint_dir.empty()) run.checkpoints.emplace(fit_checkpoints());
+    if constexpr (buddy_snapshots) recovery_.forget_snapshot();
+    return run;
+  }
+
+  // Stage start: everything fit() checks before its first step — inputs agreed on every rank,
+  // the same configuration everywhere, the model this rank's shard, the step's buffers laid out —
+  // and the first buddy snapshot. After a failure here the survivors do it all again.
   template <class Model, Optimizer Opt, class Data>
-  FitRun prepare_fit(Model& model, const Opt& opt, TrainState<Opt, memory_space>& state, const Data& train,
-                     const Data* test) {
+  void start_fit(FitRun& run, Model& model, const Opt& opt, TrainState<Opt, memory_space>& state, const Data& train,
+                 const Data* test) {
     detail::agreed(par_, "reprosgd::Trainer::fit", [&] {
       detail::check_data_for(model, train, "train");
       if (test) detail::check_data_for(model, *test, "test");
@@ -312,12 +295,6 @@ class Trainer {
       if (test) validate_finite(par_.space(), *test);
       opt.check();
     });
-    FitRun run;
-    run.B = options_.global_batch;
-    run.m = options_.micro_batch;
-    run.M = run.B / run.m;
-    run.steps_per_epoch = steps_per_epoch(train.size());
-    run.total = total_steps(train.size());
     detail::check_same_configuration(par_, describe(model, opt, train), run.total);
     detail::Sharding<Par>::check(par_, model, state.optimizer,
                                  [&](bool ok) { return detail::world_of(par_).agree(ok); });
@@ -332,10 +309,9 @@ class Trainer {
     if (run.schedule.kind == ScheduleKind::cosine && run.schedule.total_steps == 0) run.schedule.total_steps = run.total;
     run.schedule.check();
     lay_out(run, model);
-    if (!options_.checkpoint_dir.empty()) run.checkpoints.emplace(fit_checkpoints());
     run.result.steps = state.step;
     if constexpr (buddy_snapshots) recovery_.refresh(par_, model, state.optimizer, state.step);
-    return run;
+    run.stage = Stage::compute;
   }
 
   // What depends on the rank count; again after a shrink.
@@ -439,15 +415,7 @@ class Trainer {
     EpochMetrics em;
     em.epoch = run.last.epoch;
     em.step = run.last.step + 1;
-    double loss_sum = 0.0, acc_sum = 0.0, counted = 0.0;
-    for (const StepRecord& r : run.epoch_steps)
-      if (r.step / static_cast<std::uint64_t>(run.steps_per_epoch) == run.last.epoch) {
-        loss_sum += r.loss;
-        acc_sum += r.accuracy;
-        counted += 1.0;
-      }
-    em.train_loss = loss_sum / counted;
-    em.train_accuracy = acc_sum / counted;
+    std::tie(em.train_loss, em.train_accuracy) = run.epoch_means(run.last.epoch);
     if (test && options_.evaluate_each_epoch) {
       em.evaluated = true;
       em.test = evaluate(model, *test);
@@ -489,7 +457,7 @@ class Trainer {
       lay_out(run, model);
       if (rolled_back) {
         run.stage = Stage::compute;
-        std::erase_if(run.epoch_steps, [&](const StepRecord& r) { return r.step >= state.step; });
+        std::erase_if(run.epoch_steps, [&](const detail::StepRecord& r) { return r.step >= state.step; });
       }
     }
   }

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/// @file BuddyStore: the ring of shard copies, and recovery for every set of lost members.
+/// @file BuddyStore: the ring of shard copies, and recovery for every set of lost members, over
+/// DataParallel's BuddyExchange operations (MPI).
 #include <doctest/doctest.h>
 
 #include <reprosgd/fault/buddy_store.hpp>
+#include <reprosgd/parallel/data_parallel.hpp>
 
 #include <mpi.h>
 
@@ -17,6 +19,8 @@
 namespace {
 using reprosgd_test::world_rank;
 using reprosgd_test::world_size;
+/// A group over `comm` (BuddyExchange) on the host.
+using Group = reprosgd::DataParallel<Kokkos::DefaultHostExecutionSpace>;
 /// Member `id`'s shard: 37*id + 5 bytes of an id-dependent pattern (sizes differ between members).
 std::vector<std::byte> shard_of(int id) {
   std::vector<std::byte> s(static_cast<std::size_t>(37 * id + 5));
@@ -34,27 +38,34 @@ TEST_SUITE("fault/buddy_store") {
     reprosgd::BuddyStore store;
     CHECK_FALSE(store.has_snapshot());
     const auto mine = shard_of(r);
-    store.refresh(MPI_COMM_WORLD, mine, 40);
+    Group world(MPI_COMM_WORLD);
+    store.refresh(world, mine, 40);
     CHECK(store.has_snapshot());
     CHECK(store.step() == 40);
     CHECK(store.id() == r);
     CHECK(store.buddy_id() == (r - 1 + p) % p);
     CHECK(equal(store.own_copy(), mine));
     CHECK(equal(store.buddy_copy(), shard_of((r - 1 + p) % p)));
+    store.clear();  // e.g. at the start of a new fit(): no snapshot until the next refresh
+    CHECK_FALSE(store.has_snapshot());
+    CHECK(store.own_copy().empty());
+    CHECK(store.buddy_copy().empty());
   }
 
   TEST_CASE("every set of lost members: all shards rebuilt unless a member and its holder are both lost") {
     const int p = world_size(), r = world_rank();
     reprosgd::BuddyStore store;
-    store.refresh(MPI_COMM_WORLD, shard_of(r), 7);
+    Group world(MPI_COMM_WORLD);
+    store.refresh(world, shard_of(r), 7);
     for (unsigned lost = 0; lost + 1 < (1u << p); ++lost) {  // every subset but "all lost"
       CAPTURE(lost);
       const bool alive = (lost & (1u << r)) == 0;
       MPI_Comm survivors = MPI_COMM_NULL;
       MPI_Comm_split(MPI_COMM_WORLD, alive ? 0 : MPI_UNDEFINED, r, &survivors);
       if (!alive) continue;  // a lost member takes no part (as if dead)
-      const reprosgd::BuddyRecovery rec = store.recover(survivors);
+      Group group(survivors);  // a duplicate: free the original now
       MPI_Comm_free(&survivors);
+      const reprosgd::BuddyRecovery rec = store.recover(group);
       std::vector<int> expected_missing;
       for (int id = 0; id < p; ++id)
         if ((lost & (1u << id)) && (lost & (1u << ((id + 1) % p)))) expected_missing.push_back(id);
@@ -73,13 +84,14 @@ TEST_SUITE("fault/buddy_store") {
             "leaves the current intact") {
     const int p = world_size(), r = world_rank();
     reprosgd::BuddyStore store;
+    Group world(MPI_COMM_WORLD);
     for (std::uint64_t step : {5u, 10u}) {
       CAPTURE(step);
       auto mine = shard_of(r + static_cast<int>(step));  // a new shard every refresh
       std::vector<std::byte>& staged = store.staging();
       staged.resize(mine.size());
       std::copy(mine.begin(), mine.end(), staged.begin());
-      store.prepare_staged(MPI_COMM_WORLD, step);
+      store.prepare_staged(world, step);
       store.commit();
       CHECK(store.step() == step);
       CHECK(equal(store.own_copy(), mine));
@@ -88,7 +100,7 @@ TEST_SUITE("fault/buddy_store") {
       CHECK(store.staging().capacity() == 0);
     }
     // Prepared but not committed (an agreement failed): the snapshot of step 10 stays current.
-    store.prepare(MPI_COMM_WORLD, shard_of(r + 15), 15);
+    store.prepare(world, shard_of(r + 15), 15);
     CHECK(store.step() == 10);
     CHECK(equal(store.own_copy(), shard_of(r + 10)));
     CHECK(equal(store.buddy_copy(), shard_of((r - 1 + p) % p + 10)));
@@ -97,8 +109,9 @@ TEST_SUITE("fault/buddy_store") {
   TEST_CASE("members that snapshot different steps all throw") {
     if (world_size() < 2) return;
     reprosgd::BuddyStore store;
+    Group world(MPI_COMM_WORLD);
     const std::uint64_t step = world_rank() == 0 ? 3 : 4;
-    CHECK_THROWS_WITH_AS(store.refresh(MPI_COMM_WORLD, shard_of(world_rank()), step),
+    CHECK_THROWS_WITH_AS(store.refresh(world, shard_of(world_rank()), step),
                          ("reprosgd::BuddyStore::refresh: the members snapshot different steps (this one " +
                           std::to_string(step) + ")")
                              .c_str(),
@@ -107,7 +120,8 @@ TEST_SUITE("fault/buddy_store") {
 
   TEST_CASE("recover without a snapshot is refused on every survivor") {
     reprosgd::BuddyStore store;
-    CHECK_THROWS_WITH_AS((void)store.recover(MPI_COMM_WORLD),
+    Group world(MPI_COMM_WORLD);
+    CHECK_THROWS_WITH_AS((void)store.recover(world),
                          "reprosgd::BuddyStore::recover: a survivor has no snapshot (call refresh() first)",
                          reprosgd::config_error);
   }

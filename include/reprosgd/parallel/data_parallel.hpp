@@ -8,6 +8,7 @@
 #error "reprosgd/parallel/data_parallel.hpp needs MPI: build with REPROSGD_ENABLE_MPI=ON and link ReproSGD::reprosgd (it defines REPROSGD_HAS_MPI=1). Serial-only programs use reprosgd/parallel/serial.hpp."
 #endif
 
+#include <reprosgd/concepts/buddy_exchange.hpp>
 #include <reprosgd/concepts/exchange.hpp>
 #include <reprosgd/concepts/parallelism.hpp>
 #include <reprosgd/detail/mpi_check.hpp>
@@ -18,6 +19,7 @@
 #include <mpi.h>
 
 #include <climits>
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -262,6 +264,50 @@ class DataParallel {
     return a.out != 0;
   }
 
+  // BuddyExchange (concepts/buddy_exchange.hpp): the buddy snapshots' traffic.
+
+  /// Every rank's words, in rank order, into `all` (MPI_Allgather). @collective @throws comm_error
+  void allgather_words(std::span<const std::int64_t> mine, std::span<std::int64_t> all) const {
+    if (mine.size() > static_cast<std::size_t>(INT_MAX) || all.size() != mine.size() * static_cast<std::size_t>(size_))
+      throw config_error("reprosgd::DataParallel::allgather_words: " + std::to_string(all.size()) +
+                         " words to receive " + std::to_string(mine.size()) + " from each of " + std::to_string(size_) +
+                         " ranks");
+    check(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_INT64_T, all.data(),
+                        static_cast<int>(mine.size()), MPI_INT64_T, comm()),
+          "reprosgd::DataParallel::allgather_words", "MPI_Allgather");
+  }
+
+  /// Send `mine` to rank+1, receive rank-1's bytes (mod P) into `from_left`: the sizes first,
+  /// then the bytes (MPI_Sendrecv twice). @collective @throws config_error above 2^31 - 1 bytes; comm_error
+  void ring_shift_bytes(std::span<const std::byte> mine, std::vector<std::byte>& from_left) const {
+    if (mine.size() > static_cast<std::size_t>(INT_MAX))
+      throw config_error("reprosgd::DataParallel::ring_shift_bytes: " + std::to_string(mine.size()) +
+                         " bytes are more than one MPI message (2^31 - 1 bytes)");
+    constexpr int tag = 0x5b0d;
+    const int right = (rank_ + 1) % size_, left = (rank_ - 1 + size_) % size_;
+    long long sent = static_cast<long long>(mine.size()), arriving = 0;
+    check(MPI_Sendrecv(&sent, 1, MPI_LONG_LONG, right, tag, &arriving, 1, MPI_LONG_LONG, left, tag, comm(),
+                       MPI_STATUS_IGNORE),
+          "reprosgd::DataParallel::ring_shift_bytes", "MPI_Sendrecv (sizes)");
+    from_left.resize(static_cast<std::size_t>(arriving));
+    check(MPI_Sendrecv(mine.data(), static_cast<int>(sent), MPI_BYTE, right, tag + 1, from_left.data(),
+                       static_cast<int>(arriving), MPI_BYTE, left, tag + 1, comm(), MPI_STATUS_IGNORE),
+          "reprosgd::DataParallel::ring_shift_bytes", "MPI_Sendrecv (bytes)");
+  }
+
+  /// Rank `root`'s bytes to every rank (the size first, then the bytes; MPI_Bcast twice).
+  /// @collective @throws config_error above 2^31 - 1 bytes; comm_error
+  void broadcast_bytes(std::vector<std::byte>& bytes, int root) const {
+    long long n = static_cast<long long>(bytes.size());
+    check(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, comm()), "reprosgd::DataParallel::broadcast_bytes", "MPI_Bcast (size)");
+    if (n > INT_MAX)
+      throw config_error("reprosgd::DataParallel::broadcast_bytes: " + std::to_string(n) +
+                         " bytes are more than one MPI message (2^31 - 1 bytes)");
+    bytes.resize(static_cast<std::size_t>(n));
+    check(MPI_Bcast(bytes.data(), static_cast<int>(n), MPI_BYTE, root, comm()), "reprosgd::DataParallel::broadcast_bytes",
+          "MPI_Bcast (bytes)");
+  }
+
   /**
    * Elementwise float SUM over ranks, in place, of `n` host floats (MPI_Allreduce(MPI_FLOAT,
    * MPI_SUM)): for the Native reduction only. The grouping of the additions is the MPI library's
@@ -407,5 +453,6 @@ class DataParallel {
 static_assert(Parallelism<DataParallel<>>);
 static_assert(Reduction<Exact, DataParallel<>>);
 static_assert(Exchange<DataParallel<>>);
+static_assert(BuddyExchange<DataParallel<>>);
 
 REPROSGD_END_NAMESPACE

@@ -10,14 +10,13 @@
 #pragma once
 
 #include <reprosgd/checkpoint/checkpoint_manager.hpp>
+#include <reprosgd/concepts/buddy_exchange.hpp>
 #include <reprosgd/concepts/fault_policy.hpp>
 #include <reprosgd/concepts/optimizer.hpp>
 #include <reprosgd/concepts/parallelism.hpp>
 #include <reprosgd/config.hpp>
 #include <reprosgd/error.hpp>
-#if REPROSGD_HAS_MPI
 #include <reprosgd/fault/buddy_store.hpp>
-#endif
 #include <reprosgd/trainer/agreement.hpp>
 #include <reprosgd/trainer/callbacks.hpp>
 #include <reprosgd/trainer/metrics.hpp>
@@ -29,6 +28,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 REPROSGD_BEGIN_NAMESPACE
 namespace detail {
@@ -60,7 +60,6 @@ class Recovery {
   std::uint64_t replay_until = 0;
   std::uint64_t resume_stage = 0;
 
-#if REPROSGD_HAS_MPI
   /**
    * Snapshot every rank's shard to its buddy (collective over the whole grid). The new copies
    * replace the old ones only once every rank has them (an agreement), so a failure during the
@@ -69,14 +68,19 @@ class Recovery {
    */
   template <class Model, class State>
   void refresh(Par& par, const Model& model, const State& optimizer_state, std::uint64_t step) {
-    auto& w = world_of(par);
+    static_assert(BuddyExchange<std::remove_cvref_t<decltype(world_of(par))>>,
+                  "reprosgd::Trainer: buddy snapshots need a world() that models BuddyExchange "
+                  "(concepts/buddy_exchange.hpp), as DataParallel does");
     Sharding<Par>::shard_bytes(model, optimizer_state, buddies_.staging());
-    buddies_.prepare_staged(w.comm(), step, [&w](int rc, const char* who, const char* call) { w.check(rc, who, call); });
+    buddies_.prepare_staged(world_of(par), step);
     (void)par.step_completed_everywhere(true);  // throws on every rank unless all prepared
     buddies_.commit();
     buddy_model_size_ = model.model_size();
   }
-#endif
+
+  /// Drop the buddy snapshot (local, on every rank at the start of fit()): until fit() takes its
+  /// first one, a lost shard can only come back from the disk checkpoint.
+  void forget_snapshot() noexcept { buddies_.clear(); }
 
   /**
    * After process_failure, on every survivor: shrink to the survivors (again if more ranks die
@@ -105,6 +109,7 @@ class Recovery {
     }
     const std::uint64_t completed = state.step;
     const auto repair_start = std::chrono::steady_clock::now();
+    std::string unrecoverable;  // the verdict when shards are gone for good (not retried)
     for (;;) {
       try {
         const RecoveryReport report = par.recover();
@@ -116,15 +121,15 @@ class Recovery {
           throw comm_error("reprosgd::Trainer::fit: after losing ranks the survivors stand at different steps (" +
                            std::to_string(lowest / 8) + " to " + std::to_string(highest / 8) +
                            "); this is a bug in the fault-tolerance protocol: the run cannot continue reproducibly");
-#if REPROSGD_HAS_MPI
-        if constexpr (buddy_snapshots) restore_shards(par, event, step, model, opt, state, checkpoint_dir, resume);
-#endif
+        if constexpr (buddy_snapshots)
+          unrecoverable = restore_shards(par, event, step, model, opt, state, checkpoint_dir, resume);
         break;
       } catch (const process_failure&) {
         continue;  // another rank died during the repair: repair again
       }
     }
     std::sort(event.lost_ranks.begin(), event.lost_ranks.end());
+    if (!unrecoverable.empty()) throw process_failure(unrecoverable, event.lost_ranks);
     event.new_size = world_of(par).size();
     event.new_rank = world_rank_of(par);
     event.shrink_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - repair_start).count();
@@ -154,21 +159,23 @@ class Recovery {
     FailureEvent event;
   };
 
-#if REPROSGD_HAS_MPI
   // After a shrink: rebuild the whole model at the buddy snapshot's step from the survivors'
   // copies (a lost shard from its buddy, or from another replica at the same model position),
   // re-shard it over the new grid, and snapshot again; when a shard and all its copies are
-  // gone, resume from the newest disk checkpoint instead, and say so.
+  // gone, or no snapshot was taken yet, resume from the newest disk checkpoint instead, and say so.
+  // Returns why the run cannot go on when that fails too ("" once restored); a process_failure
+  // out of here is another death during the repair, which recover() repairs again.
   template <class Model, Optimizer Opt, class Resume>
-  void restore_shards(Par& par, FailureEvent& event, std::uint64_t step, Model& model, const Opt& opt,
+  std::string restore_shards(Par& par, FailureEvent& event, std::uint64_t step, Model& model, const Opt& opt,
                       TrainState<Opt, memory_space>& state, const std::string& checkpoint_dir, Resume& resume) {
-    auto& w = world_of(par);
-    BuddyRecovery rec = buddies_.recover(w.comm(), [&w](int rc, const char* who, const char* call) { w.check(rc, who, call); });
-    const int members = static_cast<int>(rec.shards.size()), pm = buddy_model_size_;
-    bool complete = rec.missing.empty();
-    const bool from_replicas = !complete;
-    if (!complete) {
-      complete = true;
+    // Snapshots are committed after an agreement, so every survivor holds one or none does.
+    const bool snapshot = par.agree_min(buddies_.has_snapshot() ? 1 : 0) == 1;
+    std::string why;
+    if (snapshot) {
+      BuddyRecovery rec = buddies_.recover(world_of(par));
+      const int members = static_cast<int>(rec.shards.size()), pm = buddy_model_size_;
+      const bool from_replicas = !rec.missing.empty();
+      bool complete = true;
       for (int id : rec.missing) {
         for (int other = id % pm; other < members; other += pm)
           if (!rec.shards[static_cast<std::size_t>(other)].empty()) {
@@ -177,33 +184,36 @@ class Recovery {
           }
         complete = complete && !rec.shards[static_cast<std::size_t>(id)].empty();
       }
-    }
-    if (complete) {
-      typename Sharding<Par>::template Staging<Opt> staging(model, opt);
-      for (int q = 0; q < pm; ++q)
-        Sharding<Par>::place_shard(rec.shards[static_cast<std::size_t>(q)], model.canonical_runs(q, pm), staging);
-      Sharding<Par>::shard(par, model);
-      Sharding<Par>::install(staging, rec.step, model, opt, state);
-      event.restored_from = from_replicas ? "replica" : "buddy";
+      if (complete) {
+        typename Sharding<Par>::template Staging<Opt> staging(model, opt);
+        for (int q = 0; q < pm; ++q)
+          Sharding<Par>::place_shard(rec.shards[static_cast<std::size_t>(q)], model.canonical_runs(q, pm), staging);
+        Sharding<Par>::shard(par, model);
+        Sharding<Par>::install(staging, rec.step, model, opt, state);
+        event.restored_from = from_replicas ? "replica" : "buddy";
+      } else {
+        std::string lost;
+        for (int id : rec.missing)
+          if (rec.shards[static_cast<std::size_t>(id)].empty()) lost += (lost.empty() ? "" : ",") + std::to_string(id);
+        why = "reprosgd::Trainer::fit: the shards of rank(s) " + lost + " were lost together with their buddies' copies";
+      }
     } else {
-      std::string lost;
-      for (int id : rec.missing)
-        if (rec.shards[static_cast<std::size_t>(id)].empty()) lost += (lost.empty() ? "" : ",") + std::to_string(id);
-      const std::string why = "reprosgd::Trainer::fit: the shards of rank(s) " + lost + " were lost together with their buddies' copies";
-      if (checkpoint_dir.empty())
-        throw process_failure(why + " and no checkpoint directory is set to fall back to", event.lost_ranks);
-      const ResumeResult r = resume();
-      if (!r.resumed) throw process_failure(why + " and " + checkpoint_dir + " holds no usable checkpoint", event.lost_ranks);
+      why = "reprosgd::Trainer::fit: lost rank(s) " + detail::rank_list(event.lost_ranks) +
+            " before fit() took its first buddy snapshot, so their shards have no copy";
+    }
+    if (!why.empty()) {
+      if (checkpoint_dir.empty()) return why + " and no checkpoint directory is set to fall back to";
+      if (!resume().resumed) return why + " and " + checkpoint_dir + " holds no usable checkpoint";
       event.restored_from = "checkpoint";
     }
     if (state.step > step) throw comm_error("reprosgd::Trainer::fit: restored a state newer than the failure");
     event.resumed_from = state.step;
     refresh(par, model, state.optimizer, state.step);
+    return {};
   }
 
   BuddyStore buddies_;        // the shards' in-memory copies
   int buddy_model_size_ = 1;  // P_model when they were taken
-#endif
   std::optional<Pending> pending_;
 };
 

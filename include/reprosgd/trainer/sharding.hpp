@@ -15,6 +15,7 @@
 #include <reprosgd/concepts/parallelism.hpp>
 #include <reprosgd/config.hpp>
 #include <reprosgd/error.hpp>
+#include <reprosgd/fingerprint.hpp>
 #include <reprosgd/kernels/views.hpp>
 #include <reprosgd/reduction/canonical_blocks.hpp>
 #include <reprosgd/trainer/state.hpp>
@@ -184,6 +185,28 @@ class Sharding {
     } else {
       throw config_error("reprosgd::Trainer: the model is sharded but the parallelism policy is not model-parallel");
     }
+  }
+
+  /// The fingerprint of the canonical parameters and optimizer state, computed on model rank 0
+  /// and shared with the group, so every rank returns it. @collective over the model group
+  template <class Model, class State>
+  Fingerprint fingerprint(Par& par, const Model& model, const State& optimizer_state) {
+    const auto canonical = collect(par, model, optimizer_state);
+    Fingerprint f{};
+    if (holds_canonical(model)) {
+      FingerprintBuilder b;
+      b.add(canonical.params);
+      canonical.state.visit([&](const char*, const auto& x) { b.add(x); });
+      f = b.finish();
+    }
+    if constexpr (sharded) {
+      float words[4];
+      static_assert(sizeof words == sizeof f);
+      std::memcpy(words, &f, sizeof f);
+      par.model_group().share(words, 4, 0);
+      std::memcpy(&f, words, sizeof f);
+    }
+    return f;
   }
 
   /// Install verified canonical values into the model and state (a shard takes its own runs)

@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The Trainer's recovery of sharded state, without MPI: ranks are fibers of one thread (FiberWorld),
+// the model is split over them (FiberModelParallel, the 1 x P grid), and scheduled deaths shrink the grid.
+// Every run must end with the bits of the one-process run, restored from the buddy copies or the
+// disk checkpoint, or with the documented error on every survivor.
+#include <doctest/doctest.h>
+
+#include <reprosgd/data/synthetic.hpp>
+#include <reprosgd/fingerprint.hpp>
+#include <reprosgd/nn/activation.hpp>
+#include <reprosgd/nn/dense.hpp>
+#include <reprosgd/nn/dropout.hpp>
+#include <reprosgd/nn/sequential.hpp>
+#include <reprosgd/optim/adam.hpp>
+#include <reprosgd/parallel/serial.hpp>
+#include <reprosgd/trainer.hpp>
+
+#include <support/exec_spaces.hpp>
+#include <support/fiber_world.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using reprosgd_test::FiberFailure;
+using reprosgd_test::FiberModelParallel;
+using reprosgd_test::FiberWorld;
+
+const reprosgd::TrainTest<Kokkos::HostSpace>& data() {
+  // Created once and never destroyed: Views must not outlive Kokkos::finalize().
+  static const auto* d =
+      new reprosgd::TrainTest<Kokkos::HostSpace>(reprosgd::make_synthetic_train_test(11, 512, 96, 32, 10, {.separation = 0.3f}));
+  return *d;
+}
+
+// Feature chunks of 4, so that every layer splits over up to 6 ranks.
+auto model() {
+  using namespace reprosgd;
+  return Sequential{Dense{32, 24, Init::he_normal, 4}, ReLU{}, Dropout{0.2f}, Dense{24, 10, Init::xavier_uniform, 4}};
+}
+
+// 512 / 64 = 8 steps an epoch, 2 epochs; buddy snapshots every 4 steps.
+reprosgd::TrainerOptions options() {
+  reprosgd::TrainerOptions o;
+  o.global_batch = 64;
+  o.micro_batch = 16;
+  o.epochs = 2;
+  o.seed = 5;
+  o.eval_micro_batch = 32;
+  o.buddy_every = 4;
+  return o;
+}
+
+const reprosgd::Adam adam{{.lr = 3e-3f}};
+
+template <class Space>
+reprosgd::Fingerprint one_process() {
+  reprosgd::Trainer<reprosgd::Serial<Space>> trainer(options());
+  auto m = model();
+  auto state = trainer.start(m, adam);
+  trainer.fit(m, adam, state, data().train, &data().test);
+  return trainer.fingerprint(m, state);
+}
+
+// What one rank ended with.
+struct RankResult {
+  std::optional<reprosgd::Fingerprint> fingerprint;
+  reprosgd::FitResult fit;
+  int recoveries = 0;
+};
+
+// `ranks` ranks train the model split over them with `schedule`'s deaths; `resume` first
+// resumes from the newest checkpoint in options.checkpoint_dir.
+template <class Space>
+std::vector<RankResult> sharded_run(FiberWorld& world, int ranks, const reprosgd::TrainerOptions& o,
+                                    bool resume = false) {
+  std::vector<RankResult> results(static_cast<std::size_t>(ranks));
+  world.run([&](int r) {
+    using Par = FiberModelParallel<Space>;
+    reprosgd::FaultTolerantTrainer<Par> trainer(o, Par(world, r));
+    auto m = model();
+    auto state = trainer.start(m, adam);
+    if (resume) REQUIRE(trainer.resume(m, adam, state, data().train).resumed);
+    auto& out = results[static_cast<std::size_t>(r)];
+    out.fit = trainer.fit(m, adam, state, data().train, &data().test);
+    out.recoveries = trainer.parallelism().recoveries();
+    out.fingerprint = trainer.fingerprint(m, state);
+  });
+  return results;
+}
+
+std::filesystem::path fresh_dir(const char* name) {
+  auto d = std::filesystem::temp_directory_path() /
+           (std::string("reprosgd_sharded_recovery_") + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  return d;
+}
+
+// The message a rank's exception carried ("" when none).
+std::string message_of(std::exception_ptr e) {
+  if (!e) return {};
+  try {
+    std::rethrow_exception(e);
+  } catch (const reprosgd::process_failure& f) {
+    return std::string("process_failure: ") + f.what();
+  } catch (const std::exception& x) {
+    return std::string("other: ") + x.what();
+  }
+}
+
+}  // namespace
+
+TEST_SUITE("trainer recovery of sharded state (ranks as fibers)") {
+  TEST_CASE_TEMPLATE_DEFINE("without failures, 3 ranks splitting the model train the one-process bits", Space, clean_id) {
+    const auto expected = one_process<Space>();
+    FiberWorld world(3, {});
+    const auto results = sharded_run<Space>(world, 3, options());
+    for (int r = 0; r < 3; ++r) {
+      CAPTURE(r);
+      CHECK(message_of(world.error(r)) == "");
+      REQUIRE(results[static_cast<std::size_t>(r)].fingerprint);
+      CHECK(*results[static_cast<std::size_t>(r)].fingerprint == expected);
+      CHECK(results[static_cast<std::size_t>(r)].fit.failures.empty());
+    }
+  }
+  TEST_CASE_TEMPLATE_APPLY(clean_id, reprosgd_test::host_spaces);
+
+  TEST_CASE_TEMPLATE_DEFINE("a rank lost mid-step: its shard from its buddy, the steps since the snapshot replayed",
+                            Space, buddy_id) {
+    const auto expected = one_process<Space>();
+    // Rank 1 dies in the input-gradient sum of step 6 (the snapshot is of step 4), in the
+    // gradient reduction of step 6, or in the epoch-end evaluation after step 7 (its 9th
+    // activation gather; the event then counts the 8 steps completed).
+    struct Case {
+      FiberFailure failure;
+      std::uint64_t event_step;
+    };
+    const Case cases[] = {{{6, "sum_input_gradient", 2, 1}, 6}, {{6, "allreduce_max", 1, 1}, 6}, {{7, "gather_features", 9, 1}, 8}};
+    for (const auto& [f, event_step] : cases) {
+      CAPTURE(f.op);
+      FiberWorld world(3, {f});
+      const auto results = sharded_run<Space>(world, 3, options());
+      CHECK(world.killed(1));
+      for (int r : {0, 2}) {
+        CAPTURE(r);
+        const auto& out = results[static_cast<std::size_t>(r)];
+        CHECK(message_of(world.error(r)) == "");
+        REQUIRE(out.fingerprint);
+        CHECK(*out.fingerprint == expected);
+        REQUIRE(out.fit.failures.size() == 1);
+        const reprosgd::FailureEvent& e = out.fit.failures[0];
+        CHECK(e.step == event_step);
+        CHECK(e.lost_ranks == std::vector<int>{1});
+        CHECK(e.old_size == 3);
+        CHECK(e.new_size == 2);
+        CHECK(e.restored_from == "buddy");
+        CHECK(e.resumed_from == 4);
+        CHECK(out.recoveries == 1);
+      }
+    }
+  }
+  TEST_CASE_TEMPLATE_APPLY(buddy_id, reprosgd_test::host_spaces);
+
+  TEST_CASE_TEMPLATE_DEFINE("a rank and its buddy lost together: the disk checkpoint, or the documented error",
+                            Space, pair_id) {
+    const auto expected = one_process<Space>();
+    // Ranks 1 and 2 of 4 die in the same collective of step 10: rank 2 held rank 1's copy.
+    const std::vector<FiberFailure> both = {{10, "gather_features", 3, 1}, {10, "gather_features", 3, 2}};
+    SUBCASE("with checkpoints every 3 steps: resumed from step 9, the failure-free bits") {
+      auto o = options();
+      o.checkpoint_dir = fresh_dir("pair").string();
+      o.checkpoint_every = 3;
+      FiberWorld world(4, both);
+      const auto results = sharded_run<Space>(world, 4, o);
+      for (int r : {0, 3}) {
+        CAPTURE(r);
+        const auto& out = results[static_cast<std::size_t>(r)];
+        CHECK(message_of(world.error(r)) == "");
+        REQUIRE(out.fingerprint);
+        CHECK(*out.fingerprint == expected);
+        REQUIRE(out.fit.failures.size() == 1);
+        CHECK(out.fit.failures[0].lost_ranks == std::vector<int>{1, 2});
+        CHECK(out.fit.failures[0].restored_from == "checkpoint");
+        CHECK(out.fit.failures[0].resumed_from == 9);
+        CHECK(out.fit.failures[0].new_size == 2);
+      }
+      std::filesystem::remove_all(o.checkpoint_dir);
+    }
+    SUBCASE("without a checkpoint directory: process_failure on every survivor, naming the lost shard") {
+      FiberWorld world(4, both);
+      (void)sharded_run<Space>(world, 4, options());
+      for (int r : {0, 3})
+        CHECK(message_of(world.error(r)) ==
+              "process_failure: reprosgd::Trainer::fit: the shards of rank(s) 1 were lost together with their "
+              "buddies' copies and no checkpoint directory is set to fall back to");
+    }
+  }
+  TEST_CASE_TEMPLATE_APPLY(pair_id, reprosgd_test::host_spaces);
+
+  TEST_CASE_TEMPLATE_DEFINE("a failure before the first buddy snapshot: the disk checkpoint, or the documented error",
+                            Space, first_id) {
+    const auto expected = one_process<Space>();
+    constexpr auto start = FiberWorld::before_first_step;
+    SUBCASE("a fresh run, rank 2 lost in the configuration check: nothing to restore from") {
+      FiberWorld world(3, {{start, "allreduce_max", 1, 2}});
+      (void)sharded_run<Space>(world, 3, options());
+      CHECK(world.killed(2));
+      for (int r : {0, 1})
+        CHECK(message_of(world.error(r)) ==
+              "process_failure: reprosgd::Trainer::fit: lost rank(s) 2 before fit() took its first buddy snapshot, so "
+              "their shards have no copy and no checkpoint directory is set to fall back to");
+    }
+    SUBCASE("a resumed run, rank 0 lost in the first snapshot's exchange: the checkpoint again, the failure-free bits") {
+      auto o = options();
+      o.checkpoint_dir = fresh_dir("first").string();
+      o.checkpoint_every = 5;
+      o.stop_after = 5;  // the first run stops after step 5, checkpointed
+      {
+        FiberWorld world(3, {});
+        (void)sharded_run<Space>(world, 3, o);
+        for (int r = 0; r < 3; ++r) CHECK(message_of(world.error(r)) == "");
+      }
+      o.stop_after = 0;
+      FiberWorld world(3, {{start, "buddy_ring", 1, 0}});
+      const auto results = sharded_run<Space>(world, 3, o, /*resume=*/true);
+      CHECK(world.killed(0));
+      for (int r : {1, 2}) {
+        CAPTURE(r);
+        const auto& out = results[static_cast<std::size_t>(r)];
+        CHECK(message_of(world.error(r)) == "");
+        REQUIRE(out.fingerprint);
+        CHECK(*out.fingerprint == expected);
+        REQUIRE(out.fit.failures.size() == 1);
+        CHECK(out.fit.failures[0].step == 5);
+        CHECK(out.fit.failures[0].restored_from == "checkpoint");
+        CHECK(out.fit.failures[0].resumed_from == 5);
+      }
+      std::filesystem::remove_all(o.checkpoint_dir);
+    }
+  }
+  TEST_CASE_TEMPLATE_APPLY(first_id, reprosgd_test::host_spaces);
+}
