@@ -19,7 +19,9 @@
 #endif
 
 #include <CLI/CLI.hpp>
+#include <build_info.hpp>  // REPROSGD_BUILD_COMPILER, REPROSGD_BUILD_FLAGS (apps/train_mlp/CMakeLists.txt)
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -441,7 +443,9 @@ int run(const Config& c) {
   const auto data = load_data(c, !c.quiet && world_rank() == 0);
   if (c.parallel != "data") return with_model_parallel(c, data);
   if (c.fault_tolerance != "abort") return with_fault_tolerance(c, data);
+#if defined(KOKKOS_ENABLE_SERIAL)
   if (c.backend == "serial") return with_space<Kokkos::Serial>(c, data);
+#endif
 #if defined(KOKKOS_ENABLE_OPENMP)
   if (c.backend == "openmp" || c.backend == "default") return with_space<Kokkos::OpenMP>(c, data);
 #endif
@@ -449,7 +453,35 @@ int run(const Config& c) {
   if (c.backend == "threads" || c.backend == "default") return with_space<Kokkos::Threads>(c, data);
 #endif
   throw config_error("train_mlp: --backend " + c.backend + " is not enabled in this Kokkos build (it has " +
-                     Kokkos::DefaultHostExecutionSpace::name() + " and Serial)");
+                     detail::enabled_backends() + ")");
+}
+
+// --version: what this binary was built with and what it runs, one item per line (tests/cli/version.sh
+// checks every line). Needs neither MPI_Init nor Kokkos::initialize.
+void print_version() {
+  using namespace reprosgd;
+  std::printf("train_mlp (ReproSGD) %s\n", REPROSGD_VERSION_STRING);
+  std::printf("Kokkos %s, backends: %s (default host: %s)\n", detail::version_string().c_str(),
+              detail::enabled_backends().c_str(), Kokkos::DefaultHostExecutionSpace::name());
+  std::printf("compiler: %s\n", REPROSGD_BUILD_COMPILER);
+  // The flags CMake was configured with, and the one the library adds for the determinism contract
+  // (target reprosgd, REPROSGD_STRICT_FP, for GCC and Clang).
+  std::string flags = REPROSGD_BUILD_FLAGS;
+#if REPROSGD_STRICT_FP && (defined(__GNUC__) || defined(__clang__))
+  flags += std::string(flags.empty() ? "" : " ") + "-ffp-contract=off";
+#endif
+  std::printf("flags: %s\n", flags.c_str());
+#if REPROSGD_HAS_MPI
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(text, &len);  // allowed before MPI_Init
+  std::string mpi(text, static_cast<std::size_t>(std::max(len, 0)));
+  mpi = mpi.substr(0, mpi.find_first_of("\r\n"));
+  std::printf("MPI: %s; ULFM: %s\n", mpi.empty() ? "unknown library" : mpi.c_str(), REPROSGD_HAS_ULFM ? "yes" : "no");
+#else
+  std::printf("MPI: none (built without MPI); ULFM: no\n");
+#endif
+  std::printf("CPU GEMM kernel: %s\n", host_gemm_kernel_name().c_str());
 }
 
 }  // namespace
@@ -514,6 +546,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--min-ranks", c.min_ranks, "shrink: end with an error (and a checkpoint) below this many ranks")
       ->check(CLI::PositiveNumber);
+  bool version = false;
+  app.add_flag("--version", version,
+               "print the library, Kokkos (version, backends), compiler, flags, MPI (library, ULFM) and CPU GEMM "
+               "kernel, and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -521,6 +557,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "train_mlp: error: %s\n", e.what());
     return 2;
+  }
+  if (version) {
+    print_version();
+    return 0;
   }
   int rc = 1;
 #if REPROSGD_HAS_MPI

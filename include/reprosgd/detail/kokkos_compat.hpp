@@ -36,6 +36,46 @@ int concurrency(const ExecSpace& space) {
 #endif
 }
 
+/// Kokkos's version as "major.minor.patch", e.g. "3.4.1" or "4.6.1" (from KOKKOS_VERSION).
+inline std::string version_string() {
+  return std::to_string(KOKKOS_VERSION / 10000) + "." + std::to_string(KOKKOS_VERSION / 100 % 100) + "." +
+         std::to_string(KOKKOS_VERSION % 100);
+}
+
+/// The execution spaces this Kokkos build enables, by their name(), e.g. "Serial OpenMP".
+inline std::string enabled_backends() {
+  std::string s;
+  [[maybe_unused]] auto add = [&s](const char* name) {
+    if (!s.empty()) s += ' ';
+    s += name;
+  };
+#if defined(KOKKOS_ENABLE_SERIAL)
+  add("Serial");
+#endif
+#if defined(KOKKOS_ENABLE_OPENMP)
+  add("OpenMP");
+#endif
+#if defined(KOKKOS_ENABLE_THREADS)
+  add("Threads");
+#endif
+#if defined(KOKKOS_ENABLE_HPX)
+  add("HPX");
+#endif
+#if defined(KOKKOS_ENABLE_CUDA)
+  add("Cuda");
+#endif
+#if defined(KOKKOS_ENABLE_HIP)
+  add("HIP");
+#endif
+#if defined(KOKKOS_ENABLE_SYCL)
+  add("SYCL");
+#endif
+#if defined(KOKKOS_ENABLE_OPENMPTARGET)
+  add("OpenMPTarget");
+#endif
+  return s;
+}
+
 /// The execution space's name, e.g. "OpenMP", "Threads", "Serial".
 template <class ExecSpace>
 std::string space_name() {

@@ -268,4 +268,15 @@ void gemm_nt(const AV& a, const BV& b, const CV& c) {
   gemm_nt(typename CV::execution_space(), a, b, c);
 }
 
+/// The GEMM kernel host execution spaces run in this build, e.g. "avx2, 8 lanes, 6x16 micro-tile,
+/// FMA instructions" (the packed, register-blocked kernel) or "portable loop" (compilers without
+/// GCC/Clang vector extensions). Every kernel gives the same bits; this says which one is fast here.
+inline std::string host_gemm_kernel_name() {
+#if REPROSGD_IMPL_GEMM_HOST_KERNEL
+  return detail::gemm_host::kernel_name();
+#else
+  return "portable loop";
+#endif
+}
+
 REPROSGD_END_NAMESPACE

@@ -470,3 +470,36 @@ TEST_CASE("shape errors name the operation and both shapes") {
 }
 
 }  // TEST_SUITE
+
+TEST_CASE("host_gemm_kernel_name names the instruction set, vector width and micro-tile compiled in") {
+  const std::string name = reprosgd::host_gemm_kernel_name();
+  MESSAGE("host GEMM kernel: ", name);
+#if REPROSGD_IMPL_GEMM_HOST_KERNEL
+  namespace g = reprosgd::detail::gemm_host;
+#if defined(__AVX512F__)
+  const std::string isa = "avx512f";
+#elif defined(__AVX2__)
+  const std::string isa = "avx2";
+#elif defined(__AVX__)
+  const std::string isa = "avx";
+#elif defined(__SSE2__)
+  const std::string isa = "sse2";
+#else
+  const std::string isa = "generic";
+#endif
+  const std::string head = isa + ", " + std::to_string(g::lanes) + " lanes, " + std::to_string(g::mr) + "x" +
+                           std::to_string(g::nr) + " micro-tile, ";
+  REQUIRE(name.substr(0, head.size()) == head);
+  const std::string fma = name.substr(head.size());
+#if defined(REPROSGD_IMPL_GEMM_FMA_CLONE)
+  CHECK(fma == (g::cpu_has_fma() ? "FMA clone (chosen at run time: the CPU has FMA)"
+                                 : "fmaf per lane (chosen at run time: the CPU has no FMA)"));
+#elif defined(__AVX512F__) || defined(__FMA__)
+  CHECK(fma == "FMA instructions");
+#else
+  CHECK(fma == "fmaf per lane");
+#endif
+#else
+  CHECK(name == "portable loop");
+#endif
+}

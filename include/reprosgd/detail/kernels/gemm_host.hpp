@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #if defined(__AVX__)
@@ -225,6 +226,33 @@ __attribute__((noinline)) void micro_kernel(int kc, const float* ap, std::ptrdif
   if (cpu_has_fma()) return micro_kernel_fma<Packed, Rows>(kc, ap, ars, acs, bp, c, ldc, first, bias);
 #endif
   micro_kernel_body<Packed, Rows>(kc, ap, ars, acs, bp, c, ldc, first, bias);
+}
+
+/// The micro-kernel this process runs, for `train_mlp --version`: the instruction set the
+/// translation unit was compiled for (vector width and micro-tile) and how the FMA is done, which in
+/// a build without FMA instructions is chosen at run time (the FMA clone when the CPU has FMA).
+inline std::string kernel_name() {
+#if defined(__AVX512F__)
+  std::string s = "avx512f";
+#elif defined(__AVX2__)
+  std::string s = "avx2";
+#elif defined(__AVX__)
+  std::string s = "avx";
+#elif defined(__SSE2__)
+  std::string s = "sse2";
+#else
+  std::string s = "generic";
+#endif
+  s += ", " + std::to_string(lanes) + " lanes, " + std::to_string(mr) + "x" + std::to_string(nr) + " micro-tile, ";
+#if defined(REPROSGD_IMPL_GEMM_FMA_CLONE)
+  s += cpu_has_fma() ? "FMA clone (chosen at run time: the CPU has FMA)"
+                     : "fmaf per lane (chosen at run time: the CPU has no FMA)";
+#elif defined(__AVX512F__) || defined(__FMA__)
+  s += "FMA instructions";
+#else
+  s += "fmaf per lane";
+#endif
+  return s;
 }
 
 /// The micro-kernel on the first `rows` (1 to mr) rows of a tile with all nr columns: one
