@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Helpers to register ReproSGD tests.
-set(REPROSGD_VARIANT_AREAS rng kernels CACHE STRING "Test areas compiled in variant builds")
+set(REPROSGD_VARIANT_AREAS rng kernels CACHE STRING "Test areas compiled in variant builds (all: every area)")
 
 # reprosgd_add_unit_test(name LABELS l... SOURCES s...): a doctest executable run by CTest.
 function(reprosgd_add_unit_test name)

@@ -5,12 +5,17 @@
 #   build.sh             the main build (g++, Serial + OpenMP, -O3 -march=native, MPI when setup.sh
 #                        made it) in build/: library tests, apps, examples and benchmarks
 #   build.sh --variants  the same, plus the cross-build checks' variants in build-variants/: g++ -O2
-#                        for generic x86-64, g++ with the Threads backend, clang++ with Threads
+#                        for generic x86-64, g++ with the Threads backend, clang++ with Threads, and
+#                        g++ with Kokkos 4.6.1 (OpenMP + Serial, MPI like the main build; only when
+#                        setup.sh could build that Kokkos, else CTest reports its checks skipped)
 #                        (what scripts/test.sh, the whole suite, builds)
 #   build.sh --quick     the contributors' fast loop: the main build without the benchmarks and
 #                        without variants; then `cd build && ctest -L unit` (README, "Contributing")
 #
 #   REPROSGD_BUILD_DIR   where the main build goes (default build/ in the repository)
+#   REPROSGD_VARIANTS_DIR  where the variant builds go (default build-variants/ in the repository)
+#   Kokkos_ROOT, CMAKE_PREFIX_PATH  a Kokkos of your own for the main build (docs/portability.md);
+#                        the variants always use the Kokkos installs setup.sh made
 #   REPROSGD_JOBS        parallel compile jobs (default: the number of cores)
 # Quiet on success; on failure prints the failing step's log tail.
 set -euo pipefail
@@ -20,6 +25,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${REPROSGD_CACHE:-$HOME/.cache/reprosgd}
 JOBS=${REPROSGD_JOBS:-$(nproc)}
 BUILD_DIR=${REPROSGD_BUILD_DIR:-$root/build}
+VARIANTS_DIR=${REPROSGD_VARIANTS_DIR:-$root/build-variants}
 variants=0 quick=0
 for arg in "$@"; do
   case $arg in
@@ -37,16 +43,20 @@ if [ -f "$CACHE/openmpi.prefix" ]; then
   mpi_flags=(-DREPROSGD_ENABLE_MPI=ON -DMPI_HOME="$mpi_prefix" -DMPIEXEC_EXECUTABLE="$mpi_prefix/bin/mpiexec")
 fi
 
-# configure_and_build DIR KOKKOS-VARIANT CXX CXXFLAGS [cmake args...] -- [targets...]
+# configure_and_build DIR KOKKOS-PREFIX CXX CXXFLAGS [cmake args...] -- [targets...]
+# KOKKOS-PREFIX is searched first for Kokkos by the main build (after a Kokkos_ROOT or
+# CMAKE_PREFIX_PATH of the user's own); a variant pins it with -DKokkos_ROOT.
 configure_and_build() {
   local dir=$1 kokkos=$2 cxx=$3 flags=$4; shift 4
   local args=() targets=()
   while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
   [ $# -gt 0 ] && shift
   targets=("$@")
+  local prefix_path=$kokkos
+  [ -n "${CMAKE_PREFIX_PATH:-}" ] && prefix_path="${CMAKE_PREFIX_PATH//:/;};$kokkos"
   quiet "configure $dir" cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS_RELEASE="$flags" \
-    -DCMAKE_PREFIX_PATH="$CACHE/kokkos-$kokkos" "${args[@]}"
+    -DCMAKE_PREFIX_PATH="$prefix_path" "${args[@]}"
   if [ ${#targets[@]} -gt 0 ]; then
     for t in "${targets[@]}"; do quiet "build $dir ($t)" cmake --build "$dir" -j "$JOBS" --target "$t"; done
   else
@@ -55,21 +65,36 @@ configure_and_build() {
 }
 
 peers=()
+# The Kokkos 4 variant, or why there is none (tests/determinism/CMakeLists.txt); both empty without
+# --variants.
+kokkos4_build="" kokkos4_missing=""
 if [ $variants = 1 ]; then
   # Only train_mlp and the per-backend known-answer tests are built in the variants.
   for v in "gcc-openmp-O2 gcc-openmp g++ -O2" "gcc-threads gcc-threads g++ -O3 -march=native" \
            "clang-threads clang-threads clang++ -O3 -march=native"; do
     set -- $v
     name=$1 kokkos=$2 cxx=$3; shift 3
-    configure_and_build "$root/build-variants/$name" "$kokkos" "$cxx" "$*" -DREPROSGD_VARIANT_BUILD=ON \
-      -DREPROSGD_ENABLE_MPI=OFF -DREPROSGD_BUILD_BENCH=OFF --
-    peers+=("$name=$root/build-variants/$name")
+    configure_and_build "$VARIANTS_DIR/$name" "$CACHE/kokkos-$kokkos" "$cxx" "$*" -DKokkos_ROOT="$CACHE/kokkos-$kokkos" \
+      -DREPROSGD_VARIANT_BUILD=ON -DREPROSGD_ENABLE_MPI=OFF -DREPROSGD_BUILD_BENCH=OFF --
+    peers+=("$name=$VARIANTS_DIR/$name")
   done
+  # Kokkos 4.6.1 with the main build's compiler, flags, backends and MPI: every unit-test area and
+  # train_mlp. The main build's CTest runs its unit tests and compares its fingerprints with the
+  # Kokkos 3.4.1 builds'.
+  kokkos4="$CACHE/kokkos4-gcc-openmp"
+  if [ -f "$kokkos4/.complete" ]; then
+    kokkos4_build="$VARIANTS_DIR/kokkos4-gcc-openmp"
+    configure_and_build "$kokkos4_build" "$kokkos4" g++ "-O3 -march=native" -DKokkos_ROOT="$kokkos4" "${mpi_flags[@]}" \
+      -DREPROSGD_VARIANT_BUILD=ON -DREPROSGD_VARIANT_AREAS=all -DREPROSGD_BUILD_BENCH=OFF --
+  else
+    kokkos4_missing="no Kokkos 4.6.1 in $kokkos4 (scripts/setup.sh builds it from ../shared/deps/kokkos-4.6.01.tar.gz next to the repository, which it did not find)"
+  fi
 fi
 peer_list=$(IFS=';'; echo "${peers[*]:-}")
 # Benchmarks are set explicitly either way, so that a full build after a quick one in the same
 # folder builds them again.
 bench=ON
 [ $quick = 1 ] && bench=OFF
-configure_and_build "$BUILD_DIR" gcc-openmp g++ "-O3 -march=native" "${mpi_flags[@]}" \
-  -DREPROSGD_PEER_BUILDS="$peer_list" -DREPROSGD_BUILD_BENCH=$bench --
+configure_and_build "$BUILD_DIR" "$CACHE/kokkos-gcc-openmp" g++ "-O3 -march=native" "${mpi_flags[@]}" \
+  -DREPROSGD_PEER_BUILDS="$peer_list" -DREPROSGD_KOKKOS4_BUILD="$kokkos4_build" \
+  -DREPROSGD_KOKKOS4_MISSING="$kokkos4_missing" -DREPROSGD_BUILD_BENCH=$bench --
