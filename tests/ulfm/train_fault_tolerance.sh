@@ -23,6 +23,9 @@
 #     fallback:SPEC      model parallelism, SPEC kills a rank and its buddy (the holder of its shard's
 #                        copy): the survivors fall back to the newest disk checkpoint, say so, and
 #                        still print the failure-free fingerprint
+#     lost_together:SPEC model parallelism without a checkpoint directory, SPEC kills a rank and its
+#                        buddy (or more) at once: every survivor ends with exit 7 and the error naming
+#                        the lost shards (FT_EXPECT), no fingerprint, no hang
 # Model and hybrid parallelism (issue 6): FT_MODEL holds model options given to every run (e.g.
 # --feature-chunk 8), FT_PARALLEL the job's policy options (e.g. --parallel hybrid --grid 2x2
 # --buddy-every 5), FT_EXPECT a line the job must print (e.g. where the lost shards came from).
@@ -167,6 +170,17 @@ case $kind in
     grep -q 'exit code 75' "$work/out" || fail "no survivor asked for a restart (exit code 75)"
     grep -q '^resumed from .* at step ' "$work/out" || fail "the relaunched job did not resume from a checkpoint"
     [[ $got == "$ref" ]] || fail "the fingerprint after restart differs from the failure-free one"
+    ;;
+  lost_together)
+    run_job "$work/out" "${launcher[@]}" -n 4 --with-ft ulfm "$exe" "${ft_args[@]}" --quiet --fault-tolerance shrink \
+      --inject-failure "$spec"
+    rc=$?
+    check_leftovers
+    grep -q '^fingerprint ' "$work/out" && fail "a fingerprint was printed although shards were lost for good"
+    ((rc == 7)) || fail "the launcher exited $rc, not 7 (ranks lost beyond what the fault policy handles)"
+    # The ranks' lines may interleave: count the messages, not the lines.
+    n=$(grep -oF "train_mlp: error: reprosgd::Trainer::fit: ${FT_EXPECT:?}" "$work/out" | wc -l)
+    ((n == 4 - $(tr ',' '\n' <<<"$spec" | wc -l))) || fail "expected the error on every survivor, got it $n times"
     ;;
   min_ranks)
     run_job "$work/out" "${launcher[@]}" -n 4 --with-ft ulfm "$exe" "${ft_args[@]}" --checkpoint-dir "$work/ckpt" \
