@@ -113,6 +113,18 @@ std::string message_of(std::exception_ptr e) {
   }
 }
 
+// Survivor r ended without an error, with the one-process bits and one failure event, which it returns.
+reprosgd::FailureEvent survived(const FiberWorld& world, const std::vector<RankResult>& results, int r,
+                                const reprosgd::Fingerprint& expected) {
+  CAPTURE(r);
+  const auto& out = results[static_cast<std::size_t>(r)];
+  CHECK(message_of(world.error(r)) == "");
+  REQUIRE(out.fingerprint);
+  CHECK(*out.fingerprint == expected);
+  REQUIRE(out.fit.failures.size() == 1);
+  return out.fit.failures[0];
+}
+
 }  // namespace
 
 TEST_SUITE("trainer recovery of sharded state (ranks as fibers)") {
@@ -147,24 +159,55 @@ TEST_SUITE("trainer recovery of sharded state (ranks as fibers)") {
       const auto results = sharded_run<Space>(world, 3, options());
       CHECK(world.killed(1));
       for (int r : {0, 2}) {
-        CAPTURE(r);
-        const auto& out = results[static_cast<std::size_t>(r)];
-        CHECK(message_of(world.error(r)) == "");
-        REQUIRE(out.fingerprint);
-        CHECK(*out.fingerprint == expected);
-        REQUIRE(out.fit.failures.size() == 1);
-        const reprosgd::FailureEvent& e = out.fit.failures[0];
+        const reprosgd::FailureEvent e = survived(world, results, r, expected);
         CHECK(e.step == event_step);
         CHECK(e.lost_ranks == std::vector<int>{1});
         CHECK(e.old_size == 3);
         CHECK(e.new_size == 2);
         CHECK(e.restored_from == "buddy");
         CHECK(e.resumed_from == 4);
-        CHECK(out.recoveries == 1);
+        CHECK(results[static_cast<std::size_t>(r)].recoveries == 1);
       }
     }
   }
   TEST_CASE_TEMPLATE_APPLY(buddy_id, reprosgd_test::host_spaces);
+
+  TEST_CASE_TEMPLATE_DEFINE("two ranks lost one after the other, and one during the repair after another", Space,
+                            twice_id) {
+    const auto expected = one_process<Space>();
+    SUBCASE("4 -> 3 -> 2: rank 3 at step 2, rank 0 at step 9; each shard from the buddy of the grid it lived in") {
+      FiberWorld world(4, {{2, "gather_features", 1, 3}, {9, "sum_input_gradient", 1, 0}});
+      const auto results = sharded_run<Space>(world, 4, options());
+      for (int r : {1, 2}) {
+        CAPTURE(r);
+        const auto& out = results[static_cast<std::size_t>(r)];
+        CHECK(message_of(world.error(r)) == "");
+        REQUIRE(out.fingerprint);
+        CHECK(*out.fingerprint == expected);
+        REQUIRE(out.fit.failures.size() == 2);
+        CHECK(out.fit.failures[0].lost_ranks == std::vector<int>{3});
+        CHECK(out.fit.failures[0].resumed_from == 0);
+        CHECK(out.fit.failures[0].new_size == 3);
+        CHECK(out.fit.failures[1].lost_ranks == std::vector<int>{0});
+        CHECK(out.fit.failures[1].resumed_from == 8);
+        CHECK(out.fit.failures[1].new_size == 2);
+        for (const auto& e : out.fit.failures) CHECK(e.restored_from == "buddy");
+      }
+    }
+    SUBCASE("rank 1 in step 6, rank 3 in the repair: one event, both shards from their buddies") {
+      FiberWorld world(4, {{6, "gather_features", 2, 1}, {6, "recover", 1, 3}});
+      const auto results = sharded_run<Space>(world, 4, options());
+      for (int r : {0, 2}) {
+        const reprosgd::FailureEvent e = survived(world, results, r, expected);
+        CHECK(e.lost_ranks == std::vector<int>{1, 3});
+        CHECK(e.old_size == 4);
+        CHECK(e.new_size == 2);
+        CHECK(e.restored_from == "buddy");
+        CHECK(e.resumed_from == 4);
+      }
+    }
+  }
+  TEST_CASE_TEMPLATE_APPLY(twice_id, reprosgd_test::host_spaces);
 
   TEST_CASE_TEMPLATE_DEFINE("a rank and its buddy lost together: the disk checkpoint, or the documented error",
                             Space, pair_id) {
@@ -178,16 +221,11 @@ TEST_SUITE("trainer recovery of sharded state (ranks as fibers)") {
       FiberWorld world(4, both);
       const auto results = sharded_run<Space>(world, 4, o);
       for (int r : {0, 3}) {
-        CAPTURE(r);
-        const auto& out = results[static_cast<std::size_t>(r)];
-        CHECK(message_of(world.error(r)) == "");
-        REQUIRE(out.fingerprint);
-        CHECK(*out.fingerprint == expected);
-        REQUIRE(out.fit.failures.size() == 1);
-        CHECK(out.fit.failures[0].lost_ranks == std::vector<int>{1, 2});
-        CHECK(out.fit.failures[0].restored_from == "checkpoint");
-        CHECK(out.fit.failures[0].resumed_from == 9);
-        CHECK(out.fit.failures[0].new_size == 2);
+        const reprosgd::FailureEvent e = survived(world, results, r, expected);
+        CHECK(e.lost_ranks == std::vector<int>{1, 2});
+        CHECK(e.restored_from == "checkpoint");
+        CHECK(e.resumed_from == 9);
+        CHECK(e.new_size == 2);
       }
       std::filesystem::remove_all(o.checkpoint_dir);
     }
@@ -230,15 +268,10 @@ TEST_SUITE("trainer recovery of sharded state (ranks as fibers)") {
       const auto results = sharded_run<Space>(world, 3, o, /*resume=*/true);
       CHECK(world.killed(0));
       for (int r : {1, 2}) {
-        CAPTURE(r);
-        const auto& out = results[static_cast<std::size_t>(r)];
-        CHECK(message_of(world.error(r)) == "");
-        REQUIRE(out.fingerprint);
-        CHECK(*out.fingerprint == expected);
-        REQUIRE(out.fit.failures.size() == 1);
-        CHECK(out.fit.failures[0].step == 5);
-        CHECK(out.fit.failures[0].restored_from == "checkpoint");
-        CHECK(out.fit.failures[0].resumed_from == 5);
+        const reprosgd::FailureEvent e = survived(world, results, r, expected);
+        CHECK(e.step == 5);
+        CHECK(e.restored_from == "checkpoint");
+        CHECK(e.resumed_from == 5);
       }
       std::filesystem::remove_all(o.checkpoint_dir);
     }
