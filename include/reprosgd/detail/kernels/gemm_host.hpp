@@ -1,26 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/// @file Host GEMM building blocks: panel packing, the register-blocked micro-kernel and the tile plan.
+/// @file Host GEMM: the register-blocked micro-kernel, the tile plan, and a tile computed from
+/// packed panels. Plain C++ on raw pointers (no Kokkos), so that the micro-kernel can be compiled
+/// and checked on its own; kernels/gemm.hpp drives it from a Kokkos TeamPolicy. Why every variant
+/// gives the bits of the scalar reference loop: gemm_host_arch.hpp; the packing: gemm_host_pack.hpp.
 #pragma once
 
-// This header is plain C++ on raw pointers (no Kokkos), so that the micro-kernel can be compiled and
-// checked on its own; kernels/gemm.hpp drives it from a Kokkos TeamPolicy.
-//
-// Why every variant here gives the bits of the scalar reference loop
-//     float acc = 0.0f; for (p = 0; p < K; ++p) acc = fmaf(a(i,p), b(p,j), acc);  C(i,j) = acc;
-// - Each output element lives in one vector lane of one accumulator register and sees exactly
-//   the reference's operations: one fused multiply-add (a single rounding of the exact
-//   a(i,p)*b(p,j) + acc), p ascending. Lanes never interact (no horizontal sums), so the vector
-//   width (SSE, AVX2, AVX-512) and the register blocking cannot change a result.
-// - The FMA is explicit (an intrinsic, or fmaf per lane where the translation unit is compiled
-//   without FMA instructions): IEEE fusedMultiplyAdd is correctly rounded, so hardware FMA, glibc's
-//   fmaf and the device's __fmaf_rn give the same bits. Contraction by the compiler stays off
-//   (-ffp-contract=off): only the operations written as an FMA are fused.
-// - Blocking over K stores the float accumulator into C and reloads it for the next K block: the
-//   stored value is the accumulator itself, so the chain continues with the same operations.
-// - The first K block starts from +0.0f, as the reference does (fma(a, b, +0) of an exact -0
-//   product is +0: starting from the first product instead would keep the -0).
-// - Padding rows/columns of the packed panels are zeros whose results are discarded.
-
+#include <reprosgd/detail/kernels/gemm_host_arch.hpp>
+#include <reprosgd/detail/kernels/gemm_host_pack.hpp>
 #include <reprosgd/version.hpp>
 
 #include <algorithm>
@@ -31,107 +17,8 @@
 #include <string>
 #include <utility>
 
-#if defined(__AVX__)
-#include <immintrin.h>
-#endif
-
 REPROSGD_BEGIN_NAMESPACE
 namespace detail::gemm_host {
-
-// Vector width and register blocking follow the instruction set the translation unit is compiled
-// for. MR rows x NV vectors of accumulators, plus NV vectors of B, one broadcast of A and one
-// product temporary, must fit the register file: 32 registers with AVX-512 (12x2: 24+2+1+1),
-// 16 registers with AVX/AVX2 and SSE (6x2: 12+2+1+1).
-#if defined(__AVX512F__)
-inline constexpr int lanes = 16;
-#ifndef REPROSGD_IMPL_GEMM_MR
-#define REPROSGD_IMPL_GEMM_MR 12
-#endif
-#elif defined(__AVX__)
-inline constexpr int lanes = 8;
-#ifndef REPROSGD_IMPL_GEMM_MR
-#define REPROSGD_IMPL_GEMM_MR 6
-#endif
-#else
-inline constexpr int lanes = 4;
-#ifndef REPROSGD_IMPL_GEMM_MR
-#define REPROSGD_IMPL_GEMM_MR 6
-#endif
-#endif
-#ifndef REPROSGD_IMPL_GEMM_NV
-#define REPROSGD_IMPL_GEMM_NV 2
-#endif
-
-typedef float vfloat __attribute__((vector_size(lanes * sizeof(float))));
-
-inline constexpr int mr = REPROSGD_IMPL_GEMM_MR;  ///< rows of the micro-tile
-inline constexpr int nv = REPROSGD_IMPL_GEMM_NV;  ///< vectors across the micro-tile's columns
-inline constexpr int nr = nv * lanes;             ///< columns of the micro-tile
-/// Target depth of a K block: 32 KiB of packed B micro-panel (kc x nr floats, 512 deep with AVX2).
-/// Deeper than L1 alone would suggest: the micro-panel streams from L2 well (it is packed just in
-/// time), and every extra K block costs a store and reload of all of C. Measured on Zen 3 against
-/// 16 KiB: +5-10% on 128x512x784 and 128x512x512.
-#ifndef REPROSGD_IMPL_GEMM_KC
-#define REPROSGD_IMPL_GEMM_KC ((32 * 1024) / (nr * static_cast<int>(sizeof(float))))
-#endif
-inline constexpr int kc_target = REPROSGD_IMPL_GEMM_KC;
-/// Caps on a tile: at most mc_max rows (and see a_block_bytes) by nc_max columns. B is packed one
-/// micro-panel at a time, so only the A block needs to stay in L2.
-#ifndef REPROSGD_IMPL_GEMM_MC_STRIPS
-#define REPROSGD_IMPL_GEMM_MC_STRIPS 64
-#endif
-#ifndef REPROSGD_IMPL_GEMM_NC
-#define REPROSGD_IMPL_GEMM_NC 512
-#endif
-/// A (row-major or transposed) is packed when a tile has at least this many column strips (the copy is then
-/// shared by that many micro-kernel calls per row strip); narrower tiles read A in place.
-#ifndef REPROSGD_IMPL_GEMM_PACK_A_MIN_STRIPS
-#define REPROSGD_IMPL_GEMM_PACK_A_MIN_STRIPS 4
-#endif
-inline constexpr int pack_a_min_strips = REPROSGD_IMPL_GEMM_PACK_A_MIN_STRIPS;
-inline constexpr int mc_max = REPROSGD_IMPL_GEMM_MC_STRIPS * mr;
-/// Bytes of packed A block (mc x kc) a tile aims for, so that it stays in L2 with the B micro-panel
-/// and C: with K blocks of 512 that is about 192 rows, with K = 128 (the weight gradients) the cap
-/// of mc_max rows. Fewer, taller tiles pack each B micro-panel fewer times (measured on 784x512x128:
-/// 0.79-0.86 -> 0.99-1.03 of OpenBLAS with 384-row instead of 144-row tiles).
-#ifndef REPROSGD_IMPL_GEMM_A_BLOCK_BYTES
-#define REPROSGD_IMPL_GEMM_A_BLOCK_BYTES (384 * 1024)
-#endif
-inline constexpr int a_block_bytes = REPROSGD_IMPL_GEMM_A_BLOCK_BYTES;
-inline constexpr int nc_max = REPROSGD_IMPL_GEMM_NC;
-inline constexpr std::size_t alignment = 64;
-
-/// A read-only matrix operand in logical (row, column) coordinates: element (r, c) is
-/// data[r * rs + c * cs]. Transposition is a swap of the two strides.
-struct Operand {
-  const float* data;
-  std::ptrdiff_t rs;
-  std::ptrdiff_t cs;
-};
-
-inline vfloat load(const float* p) {
-  vfloat v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-inline void store(float* p, vfloat v) { std::memcpy(p, &v, sizeof(v)); }
-
-/// acc + b * a in every lane with one rounding (IEEE fusedMultiplyAdd): the FMA instruction where
-/// the translation unit may use it, else fmaf per lane (glibc's fmaf is correctly rounded, using
-/// the CPU's FMA when it has one), so every build gives the same bits.
-__attribute__((always_inline)) inline vfloat fused_multiply_add(vfloat b, float a, vfloat acc) {
-#if defined(__AVX512F__)
-  static_assert(lanes == 16);
-  return _mm512_fmadd_ps(b, _mm512_set1_ps(a), acc);
-#elif defined(__FMA__)
-  static_assert(lanes == 8);
-  return _mm256_fmadd_ps(b, _mm256_set1_ps(a), acc);
-#else
-  vfloat out;
-  for (int l = 0; l < lanes; ++l) out[l] = __builtin_fmaf(b[l], a, acc[l]);
-  return out;
-#endif
-}
 
 /// C[0:mr, 0:nr] (row stride ldc) = (first ? 0 : C) followed by kc steps of acc = fma(a, b, acc), where
 /// step p reads A(r, p) = ap[r*ars + p*acs] and the packed B micro-panel row bp[p*nr + 0:nr].
@@ -288,128 +175,6 @@ inline void micro_kernel_edge(int kc, const float* ap, std::ptrdiff_t ars, std::
   micro_kernel<Packed>(kc, ap, ars, acs, bp, tile, nr, first, bias ? bias_tile : nullptr);
   for (int r = 0; r < rows; ++r)
     for (int j = 0; j < cols; ++j) c[r * ldc + j] = tile[r * nr + j];
-}
-
-#if defined(__AVX__)
-/// Transposes an 8x8 block: out[c][r] = rows[r][c] for r, c < 8 (pure data movement, used by the
-/// packing routines when an operand's contiguous direction is the other one).
-inline void transpose8(const float* const rows[8], __m256 out[8]) {
-  const __m256 r0 = _mm256_loadu_ps(rows[0]), r1 = _mm256_loadu_ps(rows[1]);
-  const __m256 r2 = _mm256_loadu_ps(rows[2]), r3 = _mm256_loadu_ps(rows[3]);
-  const __m256 r4 = _mm256_loadu_ps(rows[4]), r5 = _mm256_loadu_ps(rows[5]);
-  const __m256 r6 = _mm256_loadu_ps(rows[6]), r7 = _mm256_loadu_ps(rows[7]);
-  const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-  const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-  const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-  const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  out[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
-  out[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-  out[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
-  out[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-  out[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
-  out[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-  out[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
-  out[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
-}
-#endif
-
-/// Packs rows [i0, i0+strips*mr) x columns [p0, p0+kc) of the logical M x K matrix A into
-/// strips of mr rows: out[s*mr*kc + p*mr + r] = A(i0 + s*mr + r, p0 + p), zero beyond row M.
-inline void pack_a(const Operand& a, int m, int i0, int strips, int p0, int kc, float* out) {
-  for (int s = 0; s < strips; ++s) {
-    float* dst = out + static_cast<std::ptrdiff_t>(s) * mr * kc;
-    const int row0 = i0 + s * mr;
-    const int rows = std::min(mr, m - row0);
-    if (rows == mr && a.cs == 1) {  // A row-major: mr sequential read streams, sequential writes
-      const float* src[mr];
-      for (int r = 0; r < mr; ++r) src[r] = a.data + (row0 + r) * a.rs + p0;
-      int p = 0;
-#if defined(__AVX__)
-      if constexpr (mr == 6) {
-        // 8 columns at a time: transpose 6 rows (plus 2 ignored) and store 6 floats per column.
-        for (; p + 8 <= kc; p += 8) {
-          const float* rows8[8] = {src[0] + p, src[1] + p, src[2] + p, src[3] + p,
-                                   src[4] + p, src[5] + p, src[5] + p, src[5] + p};
-          __m256 t[8];
-          transpose8(rows8, t);
-#pragma GCC unroll 8
-          for (int q = 0; q < 8; ++q) {
-            float* d = dst + (p + q) * mr;
-            _mm_storeu_ps(d, _mm256_castps256_ps128(t[q]));
-            _mm_storel_pi(reinterpret_cast<__m64*>(d + 4), _mm256_extractf128_ps(t[q], 1));
-          }
-        }
-      }
-#endif
-      for (; p < kc; ++p)
-#pragma GCC unroll 32
-        for (int r = 0; r < mr; ++r) dst[p * mr + r] = src[r][p];
-    } else if (rows == mr && a.rs == 1) {  // A stored transposed (K x M): mr consecutive values per p
-      for (int p = 0; p < kc; ++p) std::memcpy(dst + p * mr, a.data + (p0 + p) * a.cs + row0, sizeof(float) * mr);
-    } else {
-      for (int p = 0; p < kc; ++p)
-        for (int r = 0; r < mr; ++r)
-          dst[p * mr + r] = r < rows ? a.data[(row0 + r) * a.rs + (p0 + p) * a.cs] : 0.0f;
-    }
-  }
-}
-
-/// Packs rows [p0, p0+kc) x columns [j0, j0+strips*nr) of the logical K x N matrix B into strips
-/// of nr columns: out[s*nr*kc + p*nr + c] = B(p0 + p, j0 + s*nr + c), zero beyond column N.
-inline void pack_b(const Operand& b, int n, int j0, int strips, int p0, int kc, float* out) {
-  const int full = std::min(strips, (n - j0) / nr);  // strips with nr valid columns
-  if (b.cs == 1) {
-    // B row-major: read each row segment sequentially and deal it out to the strips (reading a
-    // strip at a time would walk B with the row stride, which defeats the caches).
-    for (int p = 0; p < kc; ++p) {
-      const float* src = b.data + (p0 + p) * b.rs + j0;
-      float* dst = out + p * nr;
-      for (int s = 0; s < full; ++s)
-        std::memcpy(dst + static_cast<std::ptrdiff_t>(s) * nr * kc, src + s * nr, sizeof(float) * nr);
-    }
-  } else if (b.rs == 1) {
-    // B stored transposed (N x K): each stored row is one column of a strip, contiguous in p.
-    for (int s = 0; s < full; ++s) {
-      float* dst = out + static_cast<std::ptrdiff_t>(s) * nr * kc;
-      int p_done = 0;
-#if defined(__AVX__)
-      if constexpr (nr % 8 == 0) {
-        // 8 x 8 blocks: 8 stored rows (columns of the strip) by 8 values of p, transposed.
-        const int p_end = kc - kc % 8;
-        for (int jb = 0; jb < nr; jb += 8) {
-          const float* rows8[8];
-          for (int r = 0; r < 8; ++r) rows8[r] = b.data + (j0 + s * nr + jb + r) * b.cs + p0;
-          for (int p = 0; p < p_end; p += 8) {
-            const float* at[8];
-#pragma GCC unroll 8
-            for (int r = 0; r < 8; ++r) at[r] = rows8[r] + p;
-            __m256 t[8];
-            transpose8(at, t);
-#pragma GCC unroll 8
-            for (int q = 0; q < 8; ++q) _mm256_storeu_ps(dst + (p + q) * nr + jb, t[q]);
-          }
-        }
-        p_done = p_end;
-      }
-#endif
-      for (int j = 0; j < nr; ++j) {
-        const float* src = b.data + (j0 + s * nr + j) * b.cs + p0;
-        for (int p = p_done; p < kc; ++p) dst[p * nr + j] = src[p];
-      }
-    }
-  }
-  // The remaining strips (the partial one, zero-padded, or all of them for other strides).
-  for (int s = (b.cs == 1 || b.rs == 1) ? full : 0; s < strips; ++s) {
-    float* dst = out + static_cast<std::ptrdiff_t>(s) * nr * kc;
-    const int col0 = j0 + s * nr;
-    const int cols = std::min(nr, n - col0);
-    for (int p = 0; p < kc; ++p)
-      for (int j = 0; j < nr; ++j) dst[p * nr + j] = j < cols ? b.data[(p0 + p) * b.rs + (col0 + j) * b.cs] : 0.0f;
-  }
 }
 
 /// How C is cut into tiles (the unit of parallel work) and K into blocks. Any plan gives the same

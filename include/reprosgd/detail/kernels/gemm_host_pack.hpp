@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file The host GEMM's panel packing: A into strips of mr rows and B into strips of nr columns,
+/// laid out as the micro-kernel reads them (pure data movement: no arithmetic, so no effect on the
+/// bits), with an 8x8 AVX transpose when an operand's contiguous direction is the other one.
+#pragma once
+
+#include <reprosgd/detail/kernels/gemm_host_arch.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+REPROSGD_BEGIN_NAMESPACE
+namespace detail::gemm_host {
+
+#if defined(__AVX__)
+/// Transposes an 8x8 block: out[c][r] = rows[r][c] for r, c < 8 (pure data movement, used by the
+/// packing routines when an operand's contiguous direction is the other one).
+inline void transpose8(const float* const rows[8], __m256 out[8]) {
+  const __m256 r0 = _mm256_loadu_ps(rows[0]), r1 = _mm256_loadu_ps(rows[1]);
+  const __m256 r2 = _mm256_loadu_ps(rows[2]), r3 = _mm256_loadu_ps(rows[3]);
+  const __m256 r4 = _mm256_loadu_ps(rows[4]), r5 = _mm256_loadu_ps(rows[5]);
+  const __m256 r6 = _mm256_loadu_ps(rows[6]), r7 = _mm256_loadu_ps(rows[7]);
+  const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+  const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+  const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+  const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  out[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  out[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  out[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  out[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  out[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  out[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  out[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  out[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+#endif
+
+/// Packs rows [i0, i0+strips*mr) x columns [p0, p0+kc) of the logical M x K matrix A into
+/// strips of mr rows: out[s*mr*kc + p*mr + r] = A(i0 + s*mr + r, p0 + p), zero beyond row M.
+inline void pack_a(const Operand& a, int m, int i0, int strips, int p0, int kc, float* out) {
+  for (int s = 0; s < strips; ++s) {
+    float* dst = out + static_cast<std::ptrdiff_t>(s) * mr * kc;
+    const int row0 = i0 + s * mr;
+    const int rows = std::min(mr, m - row0);
+    if (rows == mr && a.cs == 1) {  // A row-major: mr sequential read streams, sequential writes
+      const float* src[mr];
+      for (int r = 0; r < mr; ++r) src[r] = a.data + (row0 + r) * a.rs + p0;
+      int p = 0;
+#if defined(__AVX__)
+      if constexpr (mr == 6) {
+        // 8 columns at a time: transpose 6 rows (plus 2 ignored) and store 6 floats per column.
+        for (; p + 8 <= kc; p += 8) {
+          const float* rows8[8] = {src[0] + p, src[1] + p, src[2] + p, src[3] + p,
+                                   src[4] + p, src[5] + p, src[5] + p, src[5] + p};
+          __m256 t[8];
+          transpose8(rows8, t);
+#pragma GCC unroll 8
+          for (int q = 0; q < 8; ++q) {
+            float* d = dst + (p + q) * mr;
+            _mm_storeu_ps(d, _mm256_castps256_ps128(t[q]));
+            _mm_storel_pi(reinterpret_cast<__m64*>(d + 4), _mm256_extractf128_ps(t[q], 1));
+          }
+        }
+      }
+#endif
+      for (; p < kc; ++p)
+#pragma GCC unroll 32
+        for (int r = 0; r < mr; ++r) dst[p * mr + r] = src[r][p];
+    } else if (rows == mr && a.rs == 1) {  // A stored transposed (K x M): mr consecutive values per p
+      for (int p = 0; p < kc; ++p) std::memcpy(dst + p * mr, a.data + (p0 + p) * a.cs + row0, sizeof(float) * mr);
+    } else {
+      for (int p = 0; p < kc; ++p)
+        for (int r = 0; r < mr; ++r)
+          dst[p * mr + r] = r < rows ? a.data[(row0 + r) * a.rs + (p0 + p) * a.cs] : 0.0f;
+    }
+  }
+}
+
+/// Packs rows [p0, p0+kc) x columns [j0, j0+strips*nr) of the logical K x N matrix B into strips
+/// of nr columns: out[s*nr*kc + p*nr + c] = B(p0 + p, j0 + s*nr + c), zero beyond column N.
+inline void pack_b(const Operand& b, int n, int j0, int strips, int p0, int kc, float* out) {
+  const int full = std::min(strips, (n - j0) / nr);  // strips with nr valid columns
+  if (b.cs == 1) {
+    // B row-major: read each row segment sequentially and deal it out to the strips (reading a
+    // strip at a time would walk B with the row stride, which defeats the caches).
+    for (int p = 0; p < kc; ++p) {
+      const float* src = b.data + (p0 + p) * b.rs + j0;
+      float* dst = out + p * nr;
+      for (int s = 0; s < full; ++s)
+        std::memcpy(dst + static_cast<std::ptrdiff_t>(s) * nr * kc, src + s * nr, sizeof(float) * nr);
+    }
+  } else if (b.rs == 1) {
+    // B stored transposed (N x K): each stored row is one column of a strip, contiguous in p.
+    for (int s = 0; s < full; ++s) {
+      float* dst = out + static_cast<std::ptrdiff_t>(s) * nr * kc;
+      int p_done = 0;
+#if defined(__AVX__)
+      if constexpr (nr % 8 == 0) {
+        // 8 x 8 blocks: 8 stored rows (columns of the strip) by 8 values of p, transposed.
+        const int p_end = kc - kc % 8;
+        for (int jb = 0; jb < nr; jb += 8) {
+          const float* rows8[8];
+          for (int r = 0; r < 8; ++r) rows8[r] = b.data + (j0 + s * nr + jb + r) * b.cs + p0;
+          for (int p = 0; p < p_end; p += 8) {
+            const float* at[8];
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; ++r) at[r] = rows8[r] + p;
+            __m256 t[8];
+            transpose8(at, t);
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; ++q) _mm256_storeu_ps(dst + (p + q) * nr + jb, t[q]);
+          }
+        }
+        p_done = p_end;
+      }
+#endif
+      for (int j = 0; j < nr; ++j) {
+        const float* src = b.data + (j0 + s * nr + j) * b.cs + p0;
+        for (int p = p_done; p < kc; ++p) dst[p * nr + j] = src[p];
+      }
+    }
+  }
+  // The remaining strips (the partial one, zero-padded, or all of them for other strides).
+  for (int s = (b.cs == 1 || b.rs == 1) ? full : 0; s < strips; ++s) {
+    float* dst = out + static_cast<std::ptrdiff_t>(s) * nr * kc;
+    const int col0 = j0 + s * nr;
+    const int cols = std::min(nr, n - col0);
+    for (int p = 0; p < kc; ++p)
+      for (int j = 0; j < nr; ++j) dst[p * nr + j] = j < cols ? b.data[(p0 + p) * b.rs + (col0 + j) * b.cs] : 0.0f;
+  }
+}
+
+}  // namespace detail::gemm_host
+REPROSGD_END_NAMESPACE
