@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// train_mlp's training path for the model-parallel policies (see train.hpp): one translation unit
+// each, so that they compile in parallel.
+#include "train.hpp"
+
+namespace train_mlp {
+#if REPROSGD_HAS_MPI
+template int with_policy<Grid>(const Config&, const Data&);
+#endif
+#if REPROSGD_HAS_ULFM
+template int with_policy<UlfmGrid, reprosgd::ShrinkAndContinue>(const Config&, const Data&);
+#endif
+}  // namespace train_mlp

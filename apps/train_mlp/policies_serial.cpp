@@ -1,0 +1,11 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// train_mlp's training path for the serial policies (see train.hpp): one translation unit each, so
+// that they compile in parallel.
+#include "train.hpp"
+
+namespace train_mlp {
+#if defined(KOKKOS_ENABLE_SERIAL)
+template int with_policy<DataPolicy<Kokkos::Serial, reprosgd::Exact>>(const Config&, const Data&);
+template int with_policy<DataPolicy<Kokkos::Serial, reprosgd::Native>>(const Config&, const Data&);
+#endif
+}  // namespace train_mlp
