@@ -9,8 +9,9 @@
 #                        g++ with Kokkos 4.6.1 (OpenMP + Serial, MPI like the main build; only when
 #                        setup.sh could build that Kokkos, else CTest reports its checks skipped)
 #                        (what scripts/test.sh, the whole suite, builds)
-#   build.sh --quick     the contributors' fast loop: the main build without the benchmarks and
-#                        without variants; then `cd build && ctest -L unit` (README, "Contributing")
+#   build.sh --quick     the contributors' fast loop: the main build without MPI, benchmarks, the
+#                        header compile check and variants; then `cd build && ctest -L unit`
+#                        (README, "Contributing")
 #
 #   REPROSGD_BUILD_DIR   where the main build goes (default build/ in the repository)
 #   REPROSGD_VARIANTS_DIR  where the variant builds go (default build-variants/ in the repository)
@@ -93,8 +94,15 @@ fi
 peer_list=$(IFS=';'; echo "${peers[*]:-}")
 # Benchmarks are set explicitly either way, so that a full build after a quick one in the same
 # folder builds them again.
-bench=ON
-[ $quick = 1 ] && bench=OFF
+# So are MPI and the header compile check: the quick build is the one-process loop (everything
+# `ctest -L unit` runs, nothing else), a full build in the same folder turns them back on.
+bench=ON header_check=ON
+if [ $quick = 1 ]; then
+  bench=OFF header_check=OFF
+  mpi_flags=(-DREPROSGD_ENABLE_MPI=OFF)
+elif [ ${#mpi_flags[@]} = 0 ]; then
+  mpi_flags=(-DREPROSGD_ENABLE_MPI=AUTO)
+fi
 configure_and_build "$BUILD_DIR" "$CACHE/kokkos-gcc-openmp" g++ "-O3 -march=native" "${mpi_flags[@]}" \
   -DREPROSGD_PEER_BUILDS="$peer_list" -DREPROSGD_KOKKOS4_BUILD="$kokkos4_build" \
-  -DREPROSGD_KOKKOS4_MISSING="$kokkos4_missing" -DREPROSGD_BUILD_BENCH=$bench --
+  -DREPROSGD_KOKKOS4_MISSING="$kokkos4_missing" -DREPROSGD_BUILD_BENCH=$bench -DREPROSGD_HEADER_CHECK=$header_check --
