@@ -204,6 +204,26 @@ TEST_SUITE("trainer recovery (in-process fake of a recoverable policy)") {
   }
   TEST_CASE_TEMPLATE_APPLY(twice_id, reprosgd_test::host_spaces);
 
+  TEST_CASE_TEMPLATE_DEFINE("a failure in fit()'s start stage (its configuration checks): redone on the survivors", Space,
+                            start_id) {
+    Observed clean;
+    const auto expected = failure_free<Space>(clean);
+    // Before the first step the fake's step is ~0; the start stage's 1st agreement is the input
+    // check, its 1st allreduce_max the configuration hash.
+    constexpr auto start = ~std::uint64_t{0};
+    for (const char* op : {"agree", "allreduce_max"}) {
+      CAPTURE(op);
+      FaultyRun<Space> run(3, {{start, op, 1, 2}});
+      CHECK(run.fit() == expected);
+      REQUIRE(run.result.failures.size() == 1);
+      CHECK(run.result.failures[0].step == 0);
+      CHECK(run.result.failures[0].lost_ranks == std::vector<int>{2});
+      CHECK(run.result.failures[0].new_size == 2);
+      CHECK(run.seen.steps == clean.steps);  // every step once
+    }
+  }
+  TEST_CASE_TEMPLATE_APPLY(start_id, reprosgd_test::host_spaces);
+
   TEST_CASE("a failure while fit() writes a checkpoint: the stage is redone and the files are the failure-free ones") {
     auto o = options();
     o.checkpoint_every = 4;
