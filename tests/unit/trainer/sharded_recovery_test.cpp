@@ -229,6 +229,18 @@ TEST_SUITE("trainer recovery of sharded state (ranks as fibers)") {
       }
       std::filesystem::remove_all(o.checkpoint_dir);
     }
+    SUBCASE("before the first disk checkpoint exists: process_failure on every survivor, naming the directory") {
+      auto o = options();
+      o.checkpoint_dir = fresh_dir("pair_empty").string();
+      o.checkpoint_every = 12;  // the first would come after step 12
+      FiberWorld world(4, both);
+      (void)sharded_run<Space>(world, 4, o);
+      for (int r : {0, 3})
+        CHECK(message_of(world.error(r)) ==
+              "process_failure: reprosgd::Trainer::fit: the shards of rank(s) 1 were lost together with their "
+              "buddies' copies and " + o.checkpoint_dir + " holds no usable checkpoint");
+      std::filesystem::remove_all(o.checkpoint_dir);
+    }
     SUBCASE("without a checkpoint directory: process_failure on every survivor, naming the lost shard") {
       FiberWorld world(4, both);
       (void)sharded_run<Space>(world, 4, options());
