@@ -384,8 +384,8 @@ class FiberModelGroup {
   template <class Full>
   void gather_features(const float* local, long rows, std::span<const reprosgd::FeatureRange> ranges, const Full& full) {
     const auto me = static_cast<std::size_t>(model_rank());
+    grid_->space().fence();  // `local` is complete before its bytes are deposited
     const auto parts = grid_->exchange("gather_features", local, static_cast<std::size_t>(rows * ranges[me].size()));
-    grid_->space().fence();
     for (std::size_t q = 0; q < parts.size(); ++q) {
       const auto* block = reinterpret_cast<const float*>(parts[q].data());
       const long w = ranges[q].size();
