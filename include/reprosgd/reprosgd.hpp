@@ -39,3 +39,8 @@
 #include <reprosgd/reduction/exact.hpp>
 
 #include <reprosgd/trainer.hpp>
+
+#include <reprosgd/inference/architecture.hpp>
+#include <reprosgd/inference/model_file.hpp>
+#include <reprosgd/inference/normalization.hpp>
+#include <reprosgd/inference/predict.hpp>

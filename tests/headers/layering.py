@@ -43,6 +43,9 @@ LAYERS = [
      "SGD, Adam and schedules: the Optimizer concept over flat parameter Views"),
     ("trainer", ["trainer/", "trainer.hpp"],
      "the Trainer and its parts: compose everything below into fit/evaluate/save/resume"),
+    ("inference", ["inference/"],
+     "Inference, normalisation, model files: a trained model's forward pass and its files, built on nn, "
+     "checkpoint, data and the trainer's checkpoint payload (to extract a model from a checkpoint)"),
     ("testing", ["testing/"],
      "doctest helpers for users' determinism tests: may use anything, nothing uses them"),
     ("umbrella", ["reprosgd.hpp"],

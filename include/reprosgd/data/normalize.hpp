@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 REPROSGD_BEGIN_NAMESPACE
@@ -31,21 +32,25 @@ struct NormalizationStats {
 };
 
 /**
- * Computes the mean and population standard deviation of every feature.
+ * Computes the mean and population standard deviation of every column of an N x F matrix (the
+ * features of a data set, or the regression targets of a model: docs/surrogates.md).
  *
- * Deterministic: each feature's sums run in double over the samples in ascending order (two passes:
- * the mean, then the squared deviations from it), each feature owned by one thread, so the result
- * is the same for any thread count or backend; std_dev = float(sqrt(variance)) with the correctly
- * rounded IEEE square root. Data outside host memory are copied to the host first.
+ * Deterministic: each column's sums run in double over the rows in ascending order (two passes:
+ * the mean, then the squared deviations from it), each column owned by one thread, so the result
+ * is the same for any thread count or backend; mean = float(sum / N) and std_dev =
+ * float(sqrt(variance)) with the correctly rounded IEEE square root, each rounded to float once.
+ * Any layout; Views outside host memory are copied to the host first.
  *
- * @throws data_error when the data set has no samples.
+ * @throws data_error when the matrix has no rows.
  */
-template <class MemorySpace>
-[[nodiscard]] NormalizationStats compute_normalization(const Dataset<MemorySpace>& data) {
-  const std::size_t n = data.features.extent(0);
-  const std::size_t f = data.features.extent(1);
+template <class View>
+  requires(Kokkos::is_view<View>::value && View::rank == 2 &&
+           std::is_same_v<typename View::non_const_value_type, float>)
+[[nodiscard]] NormalizationStats compute_normalization(const View& columns) {
+  const std::size_t n = columns.extent(0);
+  const std::size_t f = columns.extent(1);
   if (n == 0) throw data_error("reprosgd::compute_normalization: the data set has no samples");
-  auto x = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), data.features);
+  auto x = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), columns);
   std::vector<double> mean(f, 0.0);
   std::vector<double> var(f, 0.0);
   // Blocks of 16 features (one 64-byte line of a row) keep the row-major reads cache friendly;
@@ -85,6 +90,12 @@ template <class MemorySpace>
     stats.std_dev[j] = static_cast<float>(std::sqrt(var[j]));  // sqrt is correctly rounded (IEEE 754)
   }
   return stats;
+}
+
+/// The statistics of a data set's features: compute_normalization(data.features).
+template <class MemorySpace>
+[[nodiscard]] NormalizationStats compute_normalization(const Dataset<MemorySpace>& data) {
+  return compute_normalization(data.features);
 }
 
 /**
