@@ -196,7 +196,11 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-dir", c.checkpoint_dir, "write checkpoints into this directory");
   app.add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints (and one at the end)");
   app.add_option("--keep", c.keep, "checkpoints kept in --checkpoint-dir")->check(CLI::PositiveNumber);
-  app.add_option("--format", c.format, "checkpoint format")->check(CLI::IsMember({"binary", "portable", "json"}));
+  app.add_option("--format", c.format, "checkpoint (and --save-model) format")
+      ->check(CLI::IsMember({"binary", "portable", "json"}));
+  app.add_option("--save-model", c.save_model,
+                 "at the end, write the trained model (architecture and parameters, no optimizer state) to FILE, "
+                 "for predict and reprosgd::load_model");
   app.add_option("--resume", c.resume, "auto (newest valid checkpoint in --checkpoint-dir) or a checkpoint file");
   app.add_option("--stop-after", c.stop_after, "stop cleanly after this step, as if interrupted");
   app.add_option("--reduction", c.reduction, "exact (rank-independent) | native (float MPI_Allreduce)")

@@ -8,6 +8,7 @@
 #include <reprosgd/reprosgd.hpp>
 #include <reprosgd/fault/failure_injection.hpp>
 #include <reprosgd/reduction/native.hpp>
+#include "save_model.hpp"  // --save-model FILE
 #if REPROSGD_HAS_MPI
 #include <reprosgd/parallel/data_parallel.hpp>
 #include <reprosgd/parallel/hybrid.hpp>
@@ -78,6 +79,7 @@ struct Config {
   std::string grid;
   int feature_chunk = reprosgd::default_feature_chunk;
   long buddy_every = 50;
+  std::string save_model;  // --save-model FILE: the trained model as a model file (docs/surrogates.md)
 };
 
 // Set when a peer process died during the run: Open MPI 5.0.x's MPI_Finalize can then hang on
@@ -283,6 +285,10 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
   peer_died = !result.failures.empty();
   progress.finish();
   if (save_now && saved_at != state.step) save_now();
+  if (!c.save_model.empty()) {
+    save_trained_model(trainer.parallelism(), model, state.optimizer, state.step, c.save_model, c.format);
+    if (!c.quiet && printing_rank(trainer.parallelism()) == 0) std::printf("model saved to %s\n", c.save_model.c_str());
+  }
   const std::string fp = trainer.fingerprint(model, state).hex();
   // The rank may have changed: when rank 0 was lost, the survivor now ranked 0 prints.
   if (printing_rank(trainer.parallelism()) == 0) std::printf("fingerprint %s\n", fp.c_str());

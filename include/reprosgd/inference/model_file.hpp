@@ -245,6 +245,18 @@ inline ModelInfo read_model_header(const std::filesystem::path& path, const std:
   return m;
 }
 
+/// Throws "<at>the file holds another architecture: layer.N is A in the file, B in the program".
+inline void check_same_layers(const std::vector<std::string>& file, const std::vector<std::string>& program,
+                              const std::string& at) {
+  for (std::size_t i = 0; i < file.size() || i < program.size(); ++i) {
+    const std::string f = i < file.size() ? file[i] : "absent";
+    const std::string p = i < program.size() ? program[i] : "absent";
+    if (f != p)
+      throw checkpoint_error(at + "the file holds another architecture: layer." + std::to_string(i) + " is " + f +
+                             " in the file, " + p + " in the program");
+  }
+}
+
 /// Loads the payload of a verified model header into `params` (allocated with the architecture's
 /// count) and the normalisation.
 template <class Params>
@@ -350,15 +362,7 @@ Normalization load_model(const std::filesystem::path& path, Model& model, const 
     throw config_error(who + ": the model is shard " + std::to_string(model.model_rank()) + " of " +
                        std::to_string(model.model_size()) + " of a model group; load into the whole model");
   const ModelInfo m = detail::read_model_header(path, who, limits);
-  const std::vector<std::string> mine = model.describe();
-  const std::string at = who + ": " + path.string() + ": ";
-  for (std::size_t i = 0; i < mine.size() || i < m.layers.size(); ++i) {
-    const std::string file = i < m.layers.size() ? m.layers[i] : "absent";
-    const std::string program = i < mine.size() ? mine[i] : "absent";
-    if (file != program)
-      throw checkpoint_error(at + "the file holds another architecture: layer." + std::to_string(i) + " is " + file +
-                             " in the file, " + program + " in the program");
-  }
+  detail::check_same_layers(m.layers, model.describe(), who + ": " + path.string() + ": ");
   HostBuffer staging("reprosgd::load_model::staging", model.parameter_count());
   Normalization n = detail::read_model_payload(path, m, staging, who, limits);
   Kokkos::deep_copy(model.parameters(), staging);
@@ -382,49 +386,40 @@ inline ModelFile read_model_file(const std::filesystem::path& path, const Snapsh
   return f;
 }
 
-/**
- * The model of a training checkpoint (any of the library's formats, written by a Trainer with
- * Sgd, Adam or AdamW and no user state): its architecture (the "layer.N" entries of the header),
- * the parameters (canonical layout, as every checkpoint holds them) and the step; the optimizer
- * state is verified with the rest of the payload and dropped. A checkpoint has no normalisation:
- * pass the one training used (it is recorded in the returned ModelFile). A model file given as
- * `checkpoint` is read as one.
- *
- * Verification is the checkpoint's (load_snapshot: checksums, configuration hash, every payload
- * byte consumed) after the header's architecture was checked against the payload size.
- * @throws checkpoint_error "reprosgd::extract_model: <path>: <reason>"
- *
- * **Example**: `reprosgd::write_model_file("model.rsgdm", reprosgd::extract_model("run/ckpt-000120.rsgd"));`
- */
-inline ModelFile extract_model(const std::filesystem::path& checkpoint, const Normalization& normalization = {},
-                               const SnapshotLimits& limits = {}) {
-  const std::string who = "reprosgd::extract_model";
+namespace detail {
+/// extract_model()'s and read_model()'s work, their messages under the name `who`.
+inline ModelFile model_of(const std::filesystem::path& checkpoint, const Normalization& normalization,
+                          const SnapshotLimits& limits, const std::string& who) {
   const std::string at = who + ": " + checkpoint.string();
   SnapshotInfo info;
   try {
     info = read_snapshot_info(checkpoint, limits);
   } catch (const checkpoint_error& e) {
-    detail::rethrow_as(who, e);
-  }
-  if (const std::string* kind = info.config.find("kind"); kind != nullptr && *kind == detail::model_kind) {
-    const ModelInfo m = detail::read_model_header(checkpoint, who, limits);
-    ModelFile f;
-    f.layers = m.layers;
-    f.step = m.snapshot.step;
-    f.parameters = HostBuffer("reprosgd::extract_model::parameters", m.architecture.parameter_count);
-    f.normalization = detail::read_model_payload(checkpoint, m, f.parameters, who, limits);
-    if (normalization.has_inputs() || normalization.has_outputs()) f.normalization = normalization;
-    return f;
+    rethrow_as(who, e);
   }
   ModelFile f;
+  if (const std::string* kind = info.config.find("kind"); kind != nullptr && *kind == model_kind) {
+    const ModelInfo m = read_model_header(checkpoint, who, limits);
+    f.layers = m.layers;
+    f.step = m.snapshot.step;
+    f.parameters = HostBuffer("reprosgd::read_model::parameters", m.architecture.parameter_count);
+    f.normalization = read_model_payload(checkpoint, m, f.parameters, who, limits);
+    if (normalization.has_inputs() || normalization.has_outputs()) {
+      normalization.check(m.architecture.input_width, m.architecture.output_width, who.c_str());
+      f.normalization = normalization;
+    }
+    return f;
+  }
   for (std::size_t i = 0;; ++i) {
     const std::string* l = info.config.find("layer." + std::to_string(i));
     if (l == nullptr) break;
     f.layers.push_back(*l);
   }
-  if (f.layers.empty()) throw checkpoint_error(at + ": not a training checkpoint (its header has no \"layer.0\" entry)");
+  if (f.layers.empty())
+    throw checkpoint_error(at + ": neither a model file nor a training checkpoint (its header has no \"kind\" and no "
+                                "\"layer.0\" entry)");
   const ModelArchitecture a = ModelArchitecture::parse(f.layers, at);
-  detail::check_payload_room(checkpoint, info, a.parameter_count, at);
+  check_payload_room(checkpoint, info, a.parameter_count, at);
   normalization.check(a.input_width, a.output_width, who.c_str());
   const std::string* opt = info.config.find("optimizer");
   const std::string name = opt == nullptr ? std::string() : opt->substr(0, opt->find('('));
@@ -433,9 +428,9 @@ inline ModelFile extract_model(const std::filesystem::path& checkpoint, const No
   f.step = info.step;
   const auto read = [&]<class Opt>(Opt) {
     typename Opt::template state_type<Kokkos::HostSpace> state{};  // its Views are allocated by the load
-    detail::TrainingPayload<HostBuffer, decltype(state)> payload{&f.parameters, &state};
-    detail::with_format_named(info.format_name, at,
-                              [&]<class F>(F) { (void)load_snapshot<F>(checkpoint, info.config, payload, limits); });
+    TrainingPayload<HostBuffer, decltype(state)> payload{&f.parameters, &state};
+    with_format_named(info.format_name, at,
+                      [&]<class F>(F) { (void)load_snapshot<F>(checkpoint, info.config, payload, limits); });
   };
   try {
     if (name == "sgd")
@@ -448,9 +443,59 @@ inline ModelFile extract_model(const std::filesystem::path& checkpoint, const No
       throw checkpoint_error(at + ": the optimizer \"" + (opt ? *opt : std::string("absent")) +
                              "\" is not one extract_model knows (sgd, adam, adamw)");
   } catch (const checkpoint_error& e) {
-    detail::rethrow_as(who, e);
+    rethrow_as(who, e);
   }
   return f;
+}
+}  // namespace detail
+
+/**
+ * The model of a training checkpoint (any of the library's formats, written by a Trainer with
+ * Sgd, Adam or AdamW and no user state): its architecture (the "layer.N" entries of the header),
+ * the parameters (canonical layout, as every checkpoint holds them) and the step; the optimizer
+ * state is verified with the rest of the payload and dropped. A checkpoint has no normalisation:
+ * pass the one training used (it is checked against the architecture and returned in the
+ * ModelFile). A model file given as `checkpoint` is read as one (`normalization`, when given,
+ * replaces its own).
+ *
+ * Verification is the checkpoint's (load_snapshot: checksums, configuration hash, every payload
+ * byte consumed) after the header's architecture was checked against the payload size.
+ * @throws checkpoint_error "reprosgd::extract_model: <path>: <reason>"; config_error a
+ *         normalisation that does not fit the architecture
+ *
+ * **Example**: `reprosgd::write_model_file("model.rsgdm", reprosgd::extract_model("run/ckpt-000120.rsgd"));`
+ */
+inline ModelFile extract_model(const std::filesystem::path& checkpoint, const Normalization& normalization = {},
+                               const SnapshotLimits& limits = {}) {
+  return detail::model_of(checkpoint, normalization, limits, "reprosgd::extract_model");
+}
+
+/**
+ * A model file, or the model of a training checkpoint (extract_model()), whichever `path` is:
+ * what a tool that accepts both reads. @throws checkpoint_error "reprosgd::read_model: <path>: <reason>"
+ */
+inline ModelFile read_model(const std::filesystem::path& path, const SnapshotLimits& limits = {}) {
+  return detail::model_of(path, {}, limits, "reprosgd::read_model");
+}
+
+/**
+ * Installs a ModelFile (read_model(), extract_model()) into `model`, whose architecture must be the
+ * file's, and returns its normalisation. @throws checkpoint_error "reprosgd::load_model: the file
+ * holds another architecture: ..."; config_error when the model is a shard. Not collective.
+ */
+template <class Model>
+Normalization load_model(const ModelFile& file, Model& model) {
+  const std::string who = "reprosgd::load_model";
+  if (model.model_size() != 1)
+    throw config_error(who + ": the model is shard " + std::to_string(model.model_rank()) + " of " +
+                       std::to_string(model.model_size()) + " of a model group; load into the whole model");
+  detail::check_same_layers(file.layers, model.describe(), who + ": ");
+  if (file.parameters.extent(0) != model.parameter_count())
+    throw checkpoint_error(who + ": the file holds " + std::to_string(file.parameters.extent(0)) +
+                           " parameters, the model has " + std::to_string(model.parameter_count()));
+  Kokkos::deep_copy(model.parameters(), file.parameters);
+  Kokkos::fence();
+  return file.normalization;
 }
 
 REPROSGD_END_NAMESPACE
