@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# predict.sh TRAIN_MLP PREDICT — train_mlp --save-model, then predict:
+# predict.sh TRAIN_MLP PREDICT MAKE_REGRESSION_MODEL — train_mlp --save-model, then predict:
 #  - prints the test accuracy the last epoch of training printed (the same number);
 #  - writes the same output bytes with --threads 1 and 2, --backend serial, and --batch 7;
 #  - a model extracted from a checkpoint (portable and json) predicts the same bytes;
 #  - a CSV data set (features then label) trained and predicted: the same accuracy again;
+#  - a regression model's outputs (normalisation applied and inverted) and RMSE, exactly;
+#  - --save-model does not change the fingerprint; an unwritable --save-model path is exit 5;
 #  - bad input: exact messages and train_mlp's exit codes.
 set -uo pipefail
-train=$1 predict=$2
+train=$1 predict=$2 make_regression=$3
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 status=0
@@ -67,6 +69,26 @@ cacc=$(printf '%s\n' "$out" | grep -o 'test_acc [0-9.]*' | tail -n 1 | cut -d' '
 pacc=$("$predict" --model "$dir/csv.rsgdm" --data "$dir/d.csv" --output "$dir/csv_out.csv" | grep '^accuracy')
 echo "CSV: train_mlp test_acc $cacc, predict $pacc"
 [ "$(echo "$pacc" | cut -d' ' -f2)" = "$cacc" ] || fail "CSV accuracy"
+
+# Regression: a model whose outputs are exact (make_regression_model.cpp: inputs standardised,
+# y0 = 4 (2 (x0 - 1) / 0.5) + 10, y1 = ((x1 + 1) + 0.5) - 3 after the inverse output normalisation); the targets
+# are off by 3 in output 0 and by 4 in output 1, so the RMSE is sqrt((9 + 16) / 2).
+"$make_regression" "$dir/reg.rsgdm" || fail "make_regression_model"
+printf 'x0,x1,t0,t1\n1.5,2,21,4.5\n0,-1,-3,1.5\n' > "$dir/reg.csv"
+r=$("$predict" --model "$dir/reg.rsgdm" --data "$dir/reg.csv" --output "$dir/reg_out.csv" --quiet)
+echo "regression: $r; outputs: $(tail -n +2 "$dir/reg_out.csv" | tr '\n' ' ')"
+[ "$r" = "rmse 3.5355339059327378" ] || fail "regression RMSE '$r'"
+[ "$(cat "$dir/reg_out.csv")" = "$(printf 'sample,output_0,output_1\n0,18,0.5\n1,-6,-2.5')" ] || fail "regression outputs"
+
+# --save-model changes nothing else; a path that cannot be written is an I/O error (exit 5).
+fp1=$(printf '%s\n' "$out" | tail -n 1)
+fp2=$("$train" --data "$dir/d.csv" --layers 5,12,3 --activation tanh --epochs 3 --batch 16 --micro-batch 8 \
+      --optimizer sgd --lr 0.05 --quiet | tail -n 1)
+[ "$fp1" = "$fp2" ] && echo "fingerprint with and without --save-model: $fp1" || fail "--save-model changed the fingerprint"
+o=$("$train" --data "$dir/d.csv" --layers 5,12,3 --steps 2 --batch 16 --micro-batch 8 --quiet \
+    --save-model "$dir/no/such/dir/m.rsgdm" 2>&1); rc=$?
+echo "unwritable --save-model: exit $rc: $o"
+[ $rc -eq 5 ] && [[ "$o" == *"cannot create temporary file"* ]] || fail "unwritable --save-model"
 
 # Bad input: message and exit code.
 expect() {  # expect CODE MESSAGE-PART ARGS...
