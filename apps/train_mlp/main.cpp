@@ -127,6 +127,13 @@ int run(const Config& c) {
 #if defined(KOKKOS_ENABLE_THREADS)
   if (c.backend == "threads" || c.backend == "default") return with_space<Kokkos::Threads>(c, data);
 #endif
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (c.backend == "cuda") {
+    // The device runs the Exact reduction only (Native is there to show the host's difference).
+    if (c.reduction != "exact") throw config_error("train_mlp: --backend cuda runs --reduction exact");
+    return with_policy<DataPolicy<Kokkos::Cuda, reprosgd::Exact>>(c, data);
+  }
+#endif
   throw config_error("train_mlp: --backend " + c.backend + " is not enabled in this Kokkos build (it has " +
                      detail::enabled_backends() + ")");
 }
@@ -144,6 +151,9 @@ void print_version() {
   std::string flags = REPROSGD_BUILD_FLAGS;
 #if REPROSGD_STRICT_FP && (defined(__GNUC__) || defined(__clang__))
   flags += std::string(flags.empty() ? "" : " ") + "-ffp-contract=off";
+#endif
+#if REPROSGD_STRICT_FP && defined(KOKKOS_ENABLE_CUDA)
+  flags += " --fmad=false";  // device code: CMakeLists.txt
 #endif
   std::printf("flags: %s\n", flags.c_str());
 #if REPROSGD_HAS_MPI
@@ -185,7 +195,7 @@ int main(int argc, char** argv) {
   auto* epochs = app.add_option("--epochs", c.epochs);
   app.add_option("--steps", c.steps, "total steps (instead of --epochs)")->excludes(epochs);
   app.add_option("--seed", c.seed);
-  app.add_option("--backend", c.backend, "serial | openmp | threads (as built)");
+  app.add_option("--backend", c.backend, "serial | openmp | threads | cuda (as built)");
   app.add_option("--threads", c.threads, "host threads (0: Kokkos default)");
   app.add_option("--metrics", c.metrics, "write JSON lines of step and epoch metrics to FILE");
   app.add_option("--train-samples", c.train_samples, "use only the first N training samples");

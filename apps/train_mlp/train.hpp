@@ -180,7 +180,7 @@ inline std::vector<int> parse_layers(const std::string& text) {
 
 // An MLP with H hidden blocks (Dense, activation, dropout) and an output Dense, as one compile-time
 // Sequential type per depth.
-template <std::size_t H>
+template <class Mem, std::size_t H>
 auto make_mlp(const std::vector<int>& w, reprosgd::Activation act, float p, int chunk) {
   using namespace reprosgd;
   const Init init = act == Activation::relu ? Init::he_normal : Init::xavier_uniform;
@@ -188,7 +188,7 @@ auto make_mlp(const std::vector<int>& w, reprosgd::Activation act, float p, int 
     return std::tuple_cat(std::make_tuple(Dense{w[I], w[I + 1], init, chunk}, ActivationFn{act}, Dropout{p})...);
   }(std::make_index_sequence<H>{});
   auto all = std::tuple_cat(hidden, std::make_tuple(Dense{w[H], w[H + 1], init, chunk}));
-  return std::apply([](auto... layers) { return Sequential<decltype(layers)...>(layers...); }, all);
+  return std::apply([](auto... layers) { return make_sequential<Mem>(layers...); }, all);
 }
 
 
@@ -320,15 +320,16 @@ int with_optimizer(const Config& c, Model model, const reprosgd::TrainTest<Kokko
 template <class Par, class Fault = reprosgd::Abort>
 int with_policy(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
   using namespace reprosgd;
+  using Mem = typename Par::execution_space::memory_space;  // the model lives where the policy computes
   const std::vector<int> w = parse_layers(c.layers);
   const Activation act = c.activation == "tanh" ? Activation::tanh
                          : c.activation == "sigmoid" ? Activation::sigmoid
                                                      : Activation::relu;
   switch (w.size() - 2) {
-    case 0: return with_optimizer<Par, Fault>(c, Sequential<Dense>(Dense{w[0], w[1], Init::he_normal, c.feature_chunk}), data);
-    case 1: return with_optimizer<Par, Fault>(c, make_mlp<1>(w, act, c.dropout, c.feature_chunk), data);
-    case 2: return with_optimizer<Par, Fault>(c, make_mlp<2>(w, act, c.dropout, c.feature_chunk), data);
-    default: return with_optimizer<Par, Fault>(c, make_mlp<3>(w, act, c.dropout, c.feature_chunk), data);
+    case 0: return with_optimizer<Par, Fault>(c, make_sequential<Mem>(Dense{w[0], w[1], Init::he_normal, c.feature_chunk}), data);
+    case 1: return with_optimizer<Par, Fault>(c, make_mlp<Mem, 1>(w, act, c.dropout, c.feature_chunk), data);
+    case 2: return with_optimizer<Par, Fault>(c, make_mlp<Mem, 2>(w, act, c.dropout, c.feature_chunk), data);
+    default: return with_optimizer<Par, Fault>(c, make_mlp<Mem, 3>(w, act, c.dropout, c.feature_chunk), data);
   }
 }
 
@@ -355,6 +356,9 @@ extern template int with_policy<DataPolicy<Kokkos::OpenMP, reprosgd::Native>>(co
 #if defined(KOKKOS_ENABLE_THREADS)
 extern template int with_policy<DataPolicy<Kokkos::Threads, reprosgd::Exact>>(const Config&, const Data&);  // policies_threads.cpp
 extern template int with_policy<DataPolicy<Kokkos::Threads, reprosgd::Native>>(const Config&, const Data&);
+#endif
+#if defined(KOKKOS_ENABLE_CUDA)
+extern template int with_policy<DataPolicy<Kokkos::Cuda, reprosgd::Exact>>(const Config&, const Data&);  // policies_cuda.cpp
 #endif
 #if REPROSGD_HAS_ULFM
 using UlfmData = reprosgd::UlfmDataParallel<Kokkos::DefaultHostExecutionSpace, reprosgd::Exact>;  // policies_ulfm.cpp

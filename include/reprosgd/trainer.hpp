@@ -90,9 +90,9 @@ class Trainer {
   /// options().buddy_every steps, restored from them after a failure, and the steps since replayed.
   static constexpr bool buddy_snapshots = detail::Recovery<Par, Fault>::buddy_snapshots;
   static_assert(Reduction<reduction_type, Par>, "reprosgd::Trainer: Par::reduction_type is not a Reduction for Par");
-  static_assert(std::is_same_v<memory_space, Kokkos::DefaultExecutionSpace::memory_space>,
-                "reprosgd::Trainer: the parallelism policy's execution space must use the default memory space "
-                "(where Sequential keeps its parameters)");
+  /// Whether Model keeps its parameters where this Trainer's kernels run (BasicSequential's MemorySpace).
+  template <class Model>
+  static constexpr bool in_my_memory = std::is_same_v<typename Model::memory_space, memory_space>;
 
   explicit Trainer(TrainerOptions options, Par par = Par{}) : options_(std::move(options)), par_(std::move(par)) {
     if (auto ec = check(options_)) throw config_error(check_message(options_));
@@ -113,6 +113,8 @@ class Trainer {
   /// a model-parallel policy the model is first made this rank's shard (it holds its part only).
   template <class Model, Optimizer Opt>
   [[nodiscard]] TrainState<Opt, memory_space> start(Model& model, const Opt& opt) {
+    static_assert(in_my_memory<Model>, "reprosgd::Trainer: the model's parameters must live in the memory space of "
+                                       "the policy's execution space (make_sequential<memory_space>(layers...))");
     opt.check();
     detail::Sharding<Par>::shard(par_, model);
     model.initialize(par_.space(), rng_);
@@ -162,6 +164,8 @@ class Trainer {
   template <class Model, Optimizer Opt, class Data, Callback... Callbacks>
   FitResult fit(Model& model, const Opt& opt, TrainState<Opt, memory_space>& state, const Data& train,
                 const Data* test, Callbacks&... callbacks) {
+    static_assert(in_my_memory<Model>, "reprosgd::Trainer: the model's parameters must live in the memory space of "
+                                       "the policy's execution space (make_sequential<memory_space>(layers...))");
     FitRun run = plan_fit(train);
     // fit() runs in stages: start (the checks every rank agrees on, the first buddy snapshot),
     // then each step's. A failure (process_failure, thrown on every survivor in the same
@@ -291,8 +295,14 @@ class Trainer {
     detail::agreed(par_, "reprosgd::Trainer::fit", [&] {
       detail::check_data_for(model, train, "train");
       if (test) detail::check_data_for(model, *test, "test");
-      validate_finite(par_.space(), train);
-      if (test) validate_finite(par_.space(), *test);
+      // On the training space when it can read the data, else on the host (host data, device space).
+      if constexpr (Kokkos::SpaceAccessibility<execution_space, typename Data::memory_space>::accessible) {
+        validate_finite(par_.space(), train);
+        if (test) validate_finite(par_.space(), *test);
+      } else {
+        validate_finite(Kokkos::DefaultHostExecutionSpace(), train);
+        if (test) validate_finite(Kokkos::DefaultHostExecutionSpace(), *test);
+      }
       opt.check();
     });
     detail::check_same_configuration(par_, describe(model, opt, train), run.total);

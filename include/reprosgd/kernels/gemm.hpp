@@ -3,6 +3,7 @@
 #pragma once
 
 #include <reprosgd/config.hpp>
+#include <reprosgd/detail/kernels/gemm_device.hpp>
 #include <reprosgd/detail/kernels/gemm_generic.hpp>
 #include <reprosgd/detail/kokkos_compat.hpp>
 #include <reprosgd/error.hpp>
@@ -172,7 +173,11 @@ void gemm_dispatch(const char* name, const ExecSpace& space, const AV& a, const 
     return;
   }
 #endif
-  gemm_generic<Op>(space, a, b, c, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), bias);
+  if constexpr (!is_host_space_v<ExecSpace>) {
+    gemm_device<Op>(space, a, b, c, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), bias);
+  } else {
+    gemm_generic<Op>(space, a, b, c, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), bias);
+  }
 }
 
 }  // namespace detail
@@ -187,7 +192,8 @@ void gemm_dispatch(const char* name, const ExecSpace& space, const AV& a, const 
  * collective. Asynchronous like a Kokkos kernel: fence `space` before reading C on the host.
  *
  * @tparam ExecSpace a Kokkos execution space that can access the Views' memory. Host spaces use a
- *         packed, register-blocked, vectorised kernel; other spaces a portable Kokkos kernel.
+ *         packed, register-blocked, vectorised kernel; device spaces a kernel of 64x64 blocks staged
+ *         in shared memory, 4x4 outputs per thread (detail/kernels/gemm_device.hpp).
  * @param space the execution-space instance to run on
  * @param a M x K, @param b K x N, @param c M x N; C must not overlap A or B.
  * @throws reprosgd::config_error on mismatched shapes or aliasing, before any work is launched.

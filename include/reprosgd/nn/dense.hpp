@@ -110,7 +110,7 @@ struct Dense {
   /// (k, j) in the whole layer, so a shard holds exactly the whole layer's values. @deterministic
   template <class Ctx, class P>
   void initialize(const Ctx& ctx, const P& params, int, FeatureRange r) const {
-    using exec = decltype(ctx.space);
+    using exec = std::remove_cvref_t<decltype(ctx.space)>;
     const long nl = r.size(), n_w = static_cast<long>(in) * nl, f0 = r.begin, n_out = out;
     const auto rng = ctx.rng;
     const std::uint32_t layer = ctx.layer;
@@ -138,7 +138,7 @@ struct Dense {
   /// y = x W + b for the features the parameters hold (the whole layer, or a shard: y's width).
   template <class Ctx, class P, class In, class Out>
   void forward(const Ctx& ctx, const P& params, const In& x, const Out& y) const {
-    using mem = typename decltype(ctx.space)::memory_space;
+    using mem = typename std::remove_cvref_t<decltype(ctx.space)>::memory_space;
     const long nl = static_cast<long>(y.extent(1));
     const MatrixRef<mem> w(params.data(), in, nl);
     const BufferRef<mem> b(params.data() + static_cast<std::size_t>(in) * nl, nl);
@@ -192,7 +192,7 @@ struct Dense {
   template <class Ctx, class P, class In, class GOut, class GIn, class GP, ModelGroup Group, class Scratch>
   void backward(const Ctx& ctx, const P& params, const In& x, const GOut& gy, const GIn& gx, const GP& gparams,
                 Group& group, const Scratch& partials) const {
-    using mem = typename decltype(ctx.space)::memory_space;
+    using mem = typename std::remove_cvref_t<decltype(ctx.space)>::memory_space;
     const int q = group.model_rank(), p = group.model_size();
     const FeatureRange f = features_of(q, p);
     if (f.size() > 0)
@@ -222,7 +222,7 @@ struct Dense {
   template <class Ctx, class P, class In, class Out, class GOut, class GIn, class GP>
   void backward(const Ctx& ctx, const P& params, const In& x, const Out&, const GOut& gy, const GIn& gx,
                 const GP& gparams) const {
-    using exec = decltype(ctx.space);
+    using exec = std::remove_cvref_t<decltype(ctx.space)>;
     using mem = typename exec::memory_space;
     LocalExactSum<exec> sum;
     LocalModelGroup<exec> group(ctx.space, sum);

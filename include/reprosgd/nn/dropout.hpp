@@ -50,10 +50,12 @@ struct Dropout {
     if (gx.extent(0) > 0) apply(ctx, gy, gx, "reprosgd::Dropout::backward");
   }
 
- private:
+  /// The kernel of forward and backward. 
+  /// Public only because nvcc cannot compile an extended (device) lambda in a private or protected
+  /// member function; not part of the interface.
   template <class Ctx, class In, class Out>
   void apply(const Ctx& ctx, const In& x, const Out& y, const char* label) const {
-    using exec = decltype(ctx.space);
+    using exec = std::remove_cvref_t<decltype(ctx.space)>;
     const long cols = static_cast<long>(x.extent(1));
     const long rows = static_cast<long>(x.extent(0));
     const bool active = ctx.training && p > 0.0f;

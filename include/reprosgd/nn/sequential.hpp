@@ -58,12 +58,19 @@ concept FeatureShardable = requires(const L l, int q, FeatureRange r) {
  * canonical_runs() maps the shard into. forward/backward then take the ModelGroup that
  * connects the P ranks; the results are the same bits for every P (docs/parallelism.md).
  *
+ * **Memory.** The parameters and workspaces live in `MemorySpace`, which must be the memory space of
+ * the execution space that trains the model (the Trainer checks it). `Sequential` is the form for
+ * Kokkos's default execution space (what most programs use); a program that trains on another
+ * space (a host backend in a CUDA build, say) names it: `BasicSequential<Kokkos::HostSpace, ...>`
+ * or `make_sequential<Kokkos::HostSpace>(layers...)`.
+ *
+ * @tparam MemorySpace a Kokkos memory space.
  * @tparam Layers models of the Layer concept.
  */
-template <Layer... Layers>
-class Sequential {
+template <class MemorySpace, Layer... Layers>
+class BasicSequential {
  public:
-  using memory_space = Kokkos::DefaultExecutionSpace::memory_space;
+  using memory_space = MemorySpace;
   static constexpr std::size_t depth = sizeof...(Layers);
   static_assert(depth > 0, "reprosgd::Sequential: a model needs at least one layer");
 
@@ -81,7 +88,7 @@ class Sequential {
   /// A run of `length` parameters at `canonical` in the whole model's buffer and `local` in the shard.
   using Run = CanonicalRun;
 
-  explicit Sequential(Layers... layers) : layers_(std::move(layers)...) {
+  explicit BasicSequential(Layers... layers) : layers_(std::move(layers)...) {
     using first = std::tuple_element_t<0, std::tuple<Layers...>>;
     static_assert(detail::HasInputWidth<first>,
                   "reprosgd::Sequential: the first layer must state its input width (e.g. Dense{in, out})");
@@ -327,5 +334,22 @@ class Sequential {
   int model_size_ = 1;
   Buffer<memory_space> params_;
 };
+
+/// A model in the default execution space's memory (the example above): BasicSequential with that
+/// space, written without naming it.
+template <Layer... Layers>
+class Sequential : public BasicSequential<Kokkos::DefaultExecutionSpace::memory_space, Layers...> {
+ public:
+  explicit Sequential(Layers... layers)
+      : BasicSequential<Kokkos::DefaultExecutionSpace::memory_space, Layers...>(std::move(layers)...) {}
+};
+template <Layer... Layers>
+Sequential(Layers...) -> Sequential<Layers...>;
+
+/// A model whose parameters live in `MemorySpace`: `make_sequential<Kokkos::HostSpace>(Dense{4, 2})`.
+template <class MemorySpace, Layer... Layers>
+[[nodiscard]] BasicSequential<MemorySpace, Layers...> make_sequential(Layers... layers) {
+  return BasicSequential<MemorySpace, Layers...>(std::move(layers)...);
+}
 
 REPROSGD_END_NAMESPACE

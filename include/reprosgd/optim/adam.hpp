@@ -89,7 +89,9 @@ struct AdamImpl {
         "reprosgd::Adam::step", Kokkos::RangePolicy<ExecSpace>(space, 0, params.extent(0)), KOKKOS_LAMBDA(const long i) {
           float p = params(i);
           float g = grads(i);
-          if constexpr (Decoupled) {
+          // A plain `if` on the template constant (it folds away): nvcc refuses a device lambda whose
+          // first use of a captured variable (wd, lr) is inside `if constexpr`.
+          if (Decoupled) {
             if (wd != 0.0f) p = p - lr * wd * p;
           } else {
             if (wd != 0.0f) g = g + wd * p;

@@ -89,9 +89,11 @@ struct Sgd {
     ++state.steps;
   }
 
- private:
   /// g' = g + wd p (WD); v = mu v + g', g' = V ? (NESTEROV ? g' + mu v : v) : g'; p = p - lr g'.
   /// Chunks of 2048 elements per work item, a plain loop inside (vectorised on the host).
+  /// Public only because nvcc cannot compile a device lambda in a private member function; the
+  /// options are tested with plain `if`s on template constants (nvcc also refuses a device lambda
+  /// whose first use of a captured variable is inside `if constexpr`): the branches fold away all the same.
   template <bool WD, bool V, bool NESTEROV, class ExecSpace>
   static void update(const ExecSpace& space, long n, float* p_, const float* g_, float* v_, float mu, float wd,
                      float lr) {
@@ -105,8 +107,8 @@ struct Sgd {
           const long hi = (c + 1) * chunk < n ? (c + 1) * chunk : n;
           for (long i = c * chunk; i < hi; ++i) {
             float gi = g[i];
-            if constexpr (WD) gi = gi + wd * p[i];
-            if constexpr (V) {
+            if (WD) gi = gi + wd * p[i];
+            if (V) {
               const float vi = mu * v[i] + gi;
               v[i] = vi;
               gi = NESTEROV ? gi + mu * vi : vi;

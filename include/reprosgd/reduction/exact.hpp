@@ -151,19 +151,7 @@ class Exact {
 
     // 1. Largest biased exponent per block over this rank's rows (255 flags Inf/NaN): an integer
     //    max of the magnitudes' bits, one work item per block (vectorised over its elements).
-    Kokkos::parallel_for(
-        "reprosgd::Exact::block_exponents", Kokkos::RangePolicy<exec>(space, 0, nblocks),
-        KOKKOS_LAMBDA(const long b) {
-          std::uint32_t mx = 0;
-          const long lo = blocks.begin(b);
-          const long hi = blocks.begin(b + 1);
-          for (long u = 0; u < k; ++u)
-            for (long i = lo; i < hi; ++i) {
-              const std::uint32_t mi = detail::exact::magnitude_bits(rows(u, i));
-              mx = mi > mx ? mi : mx;
-            }
-          exps(b) = detail::exact::exponent_of_magnitude_bits(mx);
-        });
+    kern.exponents(nblocks);
     space.fence();
     // 2. Agree on it across ranks (integer max: exact in any order).
     if (!agree_exponents(par, ws, nblocks, slots, k, scope)) return {false};

@@ -38,23 +38,45 @@ struct BatchTotals {
   double correct = 0.0;
 };
 
-/// Copy rows [first, first+rows) of the epoch order (`order`, or the data set's own order) into
-/// the micro-batch `in`/`labels`: one thread per row, so the permutation (a few Philox calls) is
-/// evaluated once per sample. A free function: device lambdas may not live in private members.
-template <class ExecSpace, class Data, class In, class Labels>
-void load_micro_batch(const ExecSpace& space, const In& in, const Labels& lab, const Data& data,
-                      const std::optional<KeyedPermutation>& order, long first, long rows) {
-  const auto x = data.features;
-  const auto y = data.labels;
+/// The gather of load_micro_batch on `space`, which can read `x`/`y` and write `to`/`to_labels`.
+template <class ExecSpace, class X, class Y, class To, class ToLabels>
+void gather_rows(const ExecSpace& space, const To& to, const ToLabels& to_labels, const X& x, const Y& y,
+                 const std::optional<KeyedPermutation>& order, long first, long rows) {
   const long f = static_cast<long>(x.extent(1));
   const bool shuffled = order.has_value();
   const KeyedPermutation perm = shuffled ? *order : KeyedPermutation(0, 0, 1);
   Kokkos::parallel_for(
       "reprosgd::Trainer::load_micro_batch", Kokkos::RangePolicy<ExecSpace>(space, 0, rows), KOKKOS_LAMBDA(const long r) {
         const long idx = shuffled ? static_cast<long>(perm(static_cast<std::uint64_t>(first + r))) : first + r;
-        for (long j = 0; j < f; ++j) in(r, j) = x(idx, j);
-        lab(r) = y(idx);
+        for (long j = 0; j < f; ++j) to(r, j) = x(idx, j);
+        to_labels(r) = y(idx);
       });
+}
+
+/// Copy rows [first, first+rows) of the epoch order (`order`, or the data set's own order) into
+/// the micro-batch `in`/`labels`: one thread per row, so the permutation (a few Philox calls) is
+/// evaluated once per sample. A free function: device lambdas may not live in private members.
+/// When `space` cannot read the data set's memory (host data, device space), the rows are gathered
+/// on the host into `in_host`/`lab_host` (host mirrors of `in`/`labels`) and copied over: the
+/// data set is staged to the device micro-batch by micro-batch. A copy either way, so the bits
+/// are the same.
+template <class ExecSpace, class Data, class In, class Labels, class InHost, class LabelsHost>
+void load_micro_batch(const ExecSpace& space, const In& in, const Labels& lab, const InHost& in_host,
+                      const LabelsHost& lab_host, const Data& data, const std::optional<KeyedPermutation>& order,
+                      long first, long rows) {
+  using data_memory = typename decltype(data.features)::memory_space;
+  if constexpr (Kokkos::SpaceAccessibility<ExecSpace, data_memory>::accessible) {
+    gather_rows(space, in, lab, data.features, data.labels, order, first, rows);
+  } else {
+    static_assert(Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, data_memory>::accessible,
+                  "reprosgd::Trainer: the data set must be in host memory or in the training space's memory");
+    space.fence();  // the previous micro-batch's copy out of the staging buffers has finished
+    const Kokkos::DefaultHostExecutionSpace host;
+    gather_rows(host, in_host, lab_host, data.features, data.labels, order, first, rows);
+    host.fence();
+    Kokkos::deep_copy(space, in, in_host);
+    Kokkos::deep_copy(space, lab, lab_host);
+  }
 }
 
 template <Parallelism Par, RngStream Rng>
@@ -96,7 +118,8 @@ class StepPipeline {
     const long n_params = static_cast<long>(grads_.extent(1));
     for (long u = mine_.begin; u < mine_.end; ++u) {
       const long first = position * B + u * m;  // the micro-batch's row 0 in the epoch order
-      load_micro_batch(space, train_->input, train_->labels, train, order, first, m);
+      load_micro_batch(space, train_->input, train_->labels, train_->input_host, train_->labels_host, train, order,
+                       first, m);
       LayerContext<execution_space, Rng> ctx{space, rng, 0, step, static_cast<std::uint64_t>(u * m), true};
       forward(par, model, ctx, ws, m);
       compute_loss(space, *train_, loss, m, 1.0f / static_cast<float>(B), true);
@@ -151,7 +174,8 @@ class StepPipeline {
     auto& ws = model_workspace<Model>(*eval_);
     for (long u = mine.begin; u < mine.end; ++u) {
       const long rows = (u + 1) * m <= n ? m : n - u * m;
-      load_micro_batch(space, eval_->input, eval_->labels, data, std::nullopt, u * m, rows);
+      load_micro_batch(space, eval_->input, eval_->labels, eval_->input_host, eval_->labels_host, data, std::nullopt,
+                       u * m, rows);
       LayerContext<execution_space, Rng> ctx{space, rng, 0, 0, static_cast<std::uint64_t>(u * m), false};
       forward(par, model, ctx, ws, rows);
       compute_loss(space, *eval_, loss, rows, 0.0f, false);
@@ -177,6 +201,10 @@ class StepPipeline {
     Kokkos::View<float*, memory_space> row_loss;
     Kokkos::View<std::int32_t*, memory_space> row_correct;
     Matrix<memory_space> output, grad_out;
+    // Host mirrors of input and labels: the staging buffers of a device space (the same Views
+    // on a host space, where create_mirror_view allocates nothing).
+    typename Matrix<memory_space>::HostMirror input_host;
+    typename Kokkos::View<std::int32_t*, memory_space>::HostMirror labels_host;
     long rows = 0;
     long params = 0;
   };
@@ -199,6 +227,8 @@ class StepPipeline {
     w->labels = Kokkos::View<std::int32_t*, memory_space>("reprosgd::labels", rows);
     w->row_loss = Kokkos::View<float*, memory_space>("reprosgd::row_loss", rows);
     w->row_correct = Kokkos::View<std::int32_t*, memory_space>("reprosgd::row_correct", rows);
+    w->input_host = Kokkos::create_mirror_view(w->input);
+    w->labels_host = Kokkos::create_mirror_view(w->labels);
     w->rows = rows;
     w->params = static_cast<long>(model.parameter_count());
     return w;

@@ -130,6 +130,6 @@ TEST_CASE_TEMPLATE_DEFINE("activations, bias and bias gradient give the per-elem
     check_all<Space, Kokkos::LayoutLeft>(rows, cols, seed += 3);
   }
 }
-TEST_CASE_TEMPLATE_APPLY(elementwise_test, reprosgd_test::host_spaces);
+TEST_CASE_TEMPLATE_APPLY(elementwise_test, reprosgd_test::spaces);
 
 }  // TEST_SUITE

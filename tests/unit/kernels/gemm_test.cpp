@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// @file Tests of reprosgd/kernels/gemm.hpp: bitwise equality with the scalar reference loop.
 #include <reprosgd/kernels/gemm.hpp>
+#include <reprosgd/detail/kernels/gemm_device.hpp>
 
 #include <doctest/doctest.h>
 #include <support/exec_spaces.hpp>
@@ -98,6 +99,16 @@ void call_gemm(const Space& space, const matrix<Space>& a, const matrix<Space>& 
   if constexpr (Op == gemm_op::nt) reprosgd::gemm_nt(space, a, b, c);
 }
 
+// The shared-memory tile kernel of device spaces; on a host space with teams of one thread that
+// each own every micro tile of their block (the device runs 256 threads owning one each).
+template <gemm_op Op, class Space, class AV, class BV, class CV>
+void shared_tiles(const Space& space, const AV& a, const BV& b, const CV& c, Shape s, const float* bias) {
+  if constexpr (reprosgd::detail::is_host_space_v<Space>)
+    reprosgd::detail::gemm_shared_tiles<Op, 256>(space, a, b, c, s.m, s.n, s.k, bias, 1);
+  else
+    reprosgd::detail::gemm_device<Op>(space, a, b, c, s.m, s.n, s.k, bias);
+}
+
 const char* op_name(gemm_op op) { return op == gemm_op::nn ? "nn" : op == gemm_op::tn ? "tn" : "nt"; }
 
 // Runs the public entry point and the portable kernel on Space and compares both, bit for bit,
@@ -129,6 +140,14 @@ void check_against_reference(Shape s, std::uint64_t seed) {
 
   Kokkos::deep_copy(c, std::nanf(""));
   reprosgd::detail::gemm_generic<Op>(space, a, b, c, s.m, s.n, s.k);
+  space.fence();
+  Kokkos::deep_copy(got, c);
+  CHECK(bit_differences(got, expected) == 0);
+
+  // The device kernel (shared-memory tiles): on a host space with one-thread teams, each thread
+  // holding all 256 micro tiles, so its tiling and bounds are checked without a GPU.
+  Kokkos::deep_copy(c, std::nanf(""));
+  shared_tiles<Op>(space, a, b, c, s, nullptr);
   space.fence();
   Kokkos::deep_copy(got, c);
   CHECK(bit_differences(got, expected) == 0);
@@ -192,7 +211,7 @@ TEST_CASE_TEMPLATE_DEFINE("bitwise equal to the scalar loop", Space, gemm_refere
     }
   }
 }
-TEST_CASE_TEMPLATE_APPLY(gemm_reference_test, reprosgd_test::host_spaces);
+TEST_CASE_TEMPLATE_APPLY(gemm_reference_test, reprosgd_test::spaces);
 
 TEST_CASE_TEMPLATE_DEFINE("K = 0 writes +0 and a -0 product sum is +0", Space, gemm_zero_test) {
   Space space;
@@ -215,7 +234,7 @@ TEST_CASE_TEMPLATE_DEFINE("K = 0 writes +0 and a -0 product sum is +0", Space, g
   for (int i = 0; i < 7; ++i)
     for (int j = 0; j < 20; ++j) CHECK(std::bit_cast<std::uint32_t>(hz(i, j)) == 0u);
 }
-TEST_CASE_TEMPLATE_APPLY(gemm_zero_test, reprosgd_test::host_spaces);
+TEST_CASE_TEMPLATE_APPLY(gemm_zero_test, reprosgd_test::spaces);
 
 TEST_CASE_TEMPLATE_DEFINE("gemm_nn_bias gives the bits of gemm_nn followed by the bias add", Space,
                           gemm_bias_test) {
@@ -254,15 +273,22 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_nn_bias gives the bits of gemm_nn followed by th
     space.fence();
     Kokkos::deep_copy(got, c);
     CHECK(bit_differences(got, expected) == 0);
+    Kokkos::deep_copy(c, std::nanf(""));
+    shared_tiles<gemm_op::nn>(space, a, b, c, s, bias.data());
+    space.fence();
+    Kokkos::deep_copy(got, c);
+    CHECK(bit_differences(got, expected) == 0);
 #if REPROSGD_IMPL_GEMM_HOST_KERNEL
-    const reprosgd::detail::gemm_host::Operand ao{a.data(), s.k, 1}, bo{b.data(), s.n, 1};
-    for (const int threads : {2, 3, 5, 8}) {
-      CAPTURE(threads);
-      Kokkos::deep_copy(c, std::nanf(""));
-      reprosgd::detail::gemm_host_run(space, ao, bo, c.data(), s.n, s.m, s.n, s.k, threads, bias.data());
-      space.fence();
-      Kokkos::deep_copy(got, c);
-      CHECK(bit_differences(got, expected) == 0);
+    if constexpr (reprosgd_test::on_host<Space>) {
+      const reprosgd::detail::gemm_host::Operand ao{a.data(), s.k, 1}, bo{b.data(), s.n, 1};
+      for (const int threads : {2, 3, 5, 8}) {
+        CAPTURE(threads);
+        Kokkos::deep_copy(c, std::nanf(""));
+        reprosgd::detail::gemm_host_run(space, ao, bo, c.data(), s.n, s.m, s.n, s.k, threads, bias.data());
+        space.fence();
+        Kokkos::deep_copy(got, c);
+        CHECK(bit_differences(got, expected) == 0);
+      }
     }
 #endif
   }
@@ -271,7 +297,7 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_nn_bias gives the bits of gemm_nn followed by th
   CHECK_THROWS_WITH_AS(reprosgd::gemm_nn_bias(Kokkos::DefaultHostExecutionSpace(), a, b, short_bias, c),
                        "reprosgd::gemm_nn_bias: B is 5x6 but the bias has 5 elements", reprosgd::config_error);
 }
-TEST_CASE_TEMPLATE_APPLY(gemm_bias_test, reprosgd_test::host_spaces);
+TEST_CASE_TEMPLATE_APPLY(gemm_bias_test, reprosgd_test::spaces);
 
 #if REPROSGD_IMPL_GEMM_HOST_KERNEL
 TEST_CASE_TEMPLATE_DEFINE("the result does not depend on the thread count or the tiling", Space,

@@ -85,6 +85,28 @@ struct BlockKernels {
       for (long j = 0; j < len; ++j) o[j] += detail::exact::quantise(rows(u, lo + j), base);
   }
 
+  /// exps(b) = the largest biased exponent of block b over this rank's rows (255 flags Inf/NaN): an
+  /// integer max of the magnitudes' bits, one work item per block (vectorised over its elements).
+  void exponents(long nblocks) const {
+    const Rows rows_ = rows;
+    const Exps exps_ = exps;
+    const Blocks blocks_ = blocks;
+    const long k_ = k;
+    Kokkos::parallel_for(
+        "reprosgd::Exact::block_exponents", Kokkos::RangePolicy<Exec>(space, 0, nblocks),
+        KOKKOS_LAMBDA(const long b) {
+          std::uint32_t mx = 0;
+          const long lo = blocks_.begin(b);
+          const long hi = blocks_.begin(b + 1);
+          for (long u = 0; u < k_; ++u)
+            for (long i = lo; i < hi; ++i) {
+              const std::uint32_t mi = detail::exact::magnitude_bits(rows_(u, i));
+              mx = mi > mx ? mi : mx;
+            }
+          exps_(b) = detail::exact::exponent_of_magnitude_bits(mx);
+        });
+  }
+
   /// out[i - out_first] = add + the sum over this rank's rows of quantise(rows(u, i)).
   void quantise(long b0, long b1, std::int64_t* out, long out_first, const std::int64_t* add, long add_first) const {
     if (b1 <= b0) return;
