@@ -8,7 +8,9 @@
 #include <reprosgd/config.hpp>
 #include <reprosgd/error.hpp>
 #include <reprosgd/inference/normalization.hpp>
+#include <reprosgd/kernels/gemv.hpp>
 #include <reprosgd/kernels/views.hpp>
+#include <reprosgd/nn/dense.hpp>
 #include <reprosgd/nn/dropout.hpp>
 #include <reprosgd/nn/sequential.hpp>
 #include <reprosgd/rng/philox_stream.hpp>
@@ -62,7 +64,8 @@ bool is_dense_row_major(const V& v) {
  *
  * - **Bits.** Every layer runs the kernels training runs (Dense's GEMM, k ascending with one fused
  *   multiply-add per step, then the bias; the activations from math/), in evaluation mode
- *   (Dropout is the identity). A row's outputs are therefore the bits training's forward pass
+ *   (Dropout is the identity). Up to gemv_max_rows rows, Dense runs gemv_bias instead, which
+ *   computes the same bits without packing the weights. A row's outputs are therefore the bits training's forward pass
  *   (`Sequential::forward`, as in `Trainer::evaluate`) computes for that row, whatever the batch,
  *   the thread count or the host backend (contract L1, docs/reproducibility.md).
  * - **Workspace.** Two activation buffers of capacity x (widest layer) floats in ExecSpace's
@@ -250,6 +253,19 @@ class Inference {
       if (target == nullptr) target = next == 0 ? a_.data() : b_.data();
       else next = -1;
       const Ref dst(target, rows, w);
+      if constexpr (std::is_same_v<L, Dense>) {
+        if (rows <= gemv_max_rows) {
+          // A few rows: Dense's forward without packing its weights (gemv_bias: the same bits).
+          const Kokkos::View<const float**, Kokkos::LayoutRight, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
+              weights(params.data(), layer.in, w);
+          const Kokkos::View<const float*, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>> bias(
+              params.data() + static_cast<std::size_t>(layer.in) * static_cast<std::size_t>(w), w);
+          gemv_bias(ctx.space, cur, weights, bias, dst);
+          cur = ConstRef(target, rows, w);
+          at = next;
+          return;
+        }
+      }
       layer.forward(ctx, params, cur, dst);
       cur = ConstRef(target, rows, w);
       at = next;
