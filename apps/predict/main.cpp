@@ -177,12 +177,17 @@ int run_on(const Config& c, const Model& model, const reprosgd::Normalization& n
   if (!c.quiet)
     std::printf("predict: %ld samples, %zu parameters, backend %s with %d threads\n", n, model.parameter_count(),
                 Space::name(), detail::concurrency(space));
+  // The data where the backend computes (the same Views on a host backend: no copy).
+  using Mem = typename Space::memory_space;
+  const auto x = Kokkos::create_mirror_view_and_copy(Mem(), s.x);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> y_dev("predict::y", n, out);
+  Kokkos::View<int*, Mem> classes_dev("predict::classes", n);
   Inference<Model, Space> inference(model, norm, {.batch = c.batch, .grow = false});
-  HostMatrix y("predict::y", n, out);
-  inference.predict(space, s.x, y);
-  Kokkos::View<int*, Kokkos::HostSpace> classes("predict::classes", n);
-  predicted_classes(space, y, classes);
+  inference.predict(space, x, y_dev);
+  predicted_classes(space, y_dev, classes_dev);
   space.fence();
+  const auto y = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y_dev);
+  const auto classes = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), classes_dev);
   const bool regression = norm.has_outputs();
   if (!c.output.empty()) {
     std::string text = regression ? "sample" : "sample,class";
@@ -222,14 +227,25 @@ int run_model(const Config& c, Model& model, const reprosgd::ModelFile& file) {
   using namespace reprosgd;
   const Normalization norm = load_model(file, model);
   const Samples s = load(c, model.input_width(), model.output_width(), norm.has_outputs());
+  // A backend runs only where it can read the model's parameters (with_mlp builds the model in the
+  // default execution space's memory).
+  const auto on = [&]<class Space>(Space) -> int {
+    if constexpr (Kokkos::SpaceAccessibility<Space, typename Model::memory_space>::accessible)
+      return run_on<Space>(c, model, norm, s);
+    throw config_error("predict: --backend " + c.backend + " cannot read the model, which lives in " +
+                       Model::memory_space::name() + " memory");
+  };
 #if defined(KOKKOS_ENABLE_SERIAL)
-  if (c.backend == "serial") return run_on<Kokkos::Serial>(c, model, norm, s);
+  if (c.backend == "serial") return on(Kokkos::Serial());
 #endif
 #if defined(KOKKOS_ENABLE_OPENMP)
-  if (c.backend == "openmp" || c.backend == "default") return run_on<Kokkos::OpenMP>(c, model, norm, s);
+  if (c.backend == "openmp" || c.backend == "default") return on(Kokkos::OpenMP());
 #endif
 #if defined(KOKKOS_ENABLE_THREADS)
-  if (c.backend == "threads" || c.backend == "default") return run_on<Kokkos::Threads>(c, model, norm, s);
+  if (c.backend == "threads" || c.backend == "default") return on(Kokkos::Threads());
+#endif
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (c.backend == "cuda") return on(Kokkos::Cuda());
 #endif
   throw config_error("predict: --backend " + c.backend + " is not enabled in this Kokkos build (it has " +
                      detail::enabled_backends() + ")");
@@ -268,7 +284,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"test", "train"}));
   app.add_option("--samples", c.samples, "use only the first N samples");
   app.add_option("--output", c.output, "write one CSV row per sample: sample, class, outputs");
-  app.add_option("--backend", c.backend, "serial | openmp | threads (as built)");
+  app.add_option("--backend", c.backend, "serial | openmp | threads | cuda (as built)");
   app.add_option("--threads", c.threads, "host threads (0: Kokkos default)");
   app.add_option("--batch", c.batch, "rows per forward pass (does not change the outputs)");
   app.add_option("--seed", c.seed, "synthetic data: the seed training used");
