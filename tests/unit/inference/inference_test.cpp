@@ -216,6 +216,36 @@ TEST_SUITE("inference/predict") {
       }
   }
 
+  TEST_CASE("no Kokkos allocation in predict() after the first call (Kokkos Tools' allocation hook)") {
+    const Model model = trained_model();
+    const HostM x = inputs(30, 13);
+    HostM y("y", 30, 6);
+    Kokkos::View<float**, Kokkos::LayoutLeft, Kokkos::HostSpace> xl("xl", 30, 13);
+    Kokkos::deep_copy(xl, x);
+    reprosgd::Inference inference(model, {}, {.batch = 30});
+    inference.predict(x, y);  // first calls: a backend may size its per-thread scratch once
+    inference.predict(xl, y);
+    inference.predict(Kokkos::subview(x, std::make_pair(0, 1), Kokkos::ALL()), Kokkos::subview(y, std::make_pair(0, 1), Kokkos::ALL()));
+    Kokkos::fence();
+    static int allocations = 0;
+    allocations = 0;
+    Kokkos::Tools::Experimental::set_allocate_data_callback(
+        [](const Kokkos_Profiling_SpaceHandle, const char*, const void*, const std::uint64_t) { ++allocations; });
+    for (int k = 0; k < 5; ++k) {
+      inference.predict(x, y);                                      // GEMM path, in place
+      inference.predict(xl, y);                                     // through the workspace
+      inference.predict(Kokkos::subview(x, std::make_pair(0, 3), Kokkos::ALL()),
+                        Kokkos::subview(y, std::make_pair(0, 3), Kokkos::ALL()));  // gemv path
+    }
+    Kokkos::fence();
+    const int during_predict = allocations;
+    inference.reserve(100);  // an allocation the hook must see (it works)
+    const int during_reserve = allocations - during_predict;
+    Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
+    CHECK(during_predict == 0);
+    CHECK(during_reserve == 2);
+  }
+
   TEST_CASE("no allocation per call once the workspace holds the batch") {
     const Model model = trained_model();
     const HostM x = inputs(30, 13);
