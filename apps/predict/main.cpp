@@ -222,30 +222,30 @@ int run_on(const Config& c, const Model& model, const reprosgd::Normalization& n
   return 0;
 }
 
-template <class Model>
-int run_model(const Config& c, Model& model, const reprosgd::ModelFile& file) {
+// The model built where Space computes (with_mlp in Space's memory), loaded, run.
+template <class Space>
+int run_model(const Config& c, const reprosgd::ModelArchitecture& arch, const reprosgd::ModelFile& file) {
   using namespace reprosgd;
-  const Normalization norm = load_model(file, model);
-  const Samples s = load(c, model.input_width(), model.output_width(), norm.has_outputs());
-  // A backend runs only where it can read the model's parameters (with_mlp builds the model in the
-  // default execution space's memory).
-  const auto on = [&]<class Space>(Space) -> int {
-    if constexpr (Kokkos::SpaceAccessibility<Space, typename Model::memory_space>::accessible)
-      return run_on<Space>(c, model, norm, s);
-    throw config_error("predict: --backend " + c.backend + " cannot read the model, which lives in " +
-                       Model::memory_space::name() + " memory");
-  };
+  return with_mlp<typename Space::memory_space>(arch, [&](auto model) {
+    const Normalization norm = load_model(file, model);
+    const Samples s = load(c, model.input_width(), model.output_width(), norm.has_outputs());
+    return run_on<Space>(c, model, norm, s);
+  });
+}
+
+int run_backend(const Config& c, const reprosgd::ModelArchitecture& arch, const reprosgd::ModelFile& file) {
+  using namespace reprosgd;
 #if defined(KOKKOS_ENABLE_SERIAL)
-  if (c.backend == "serial") return on(Kokkos::Serial());
+  if (c.backend == "serial") return run_model<Kokkos::Serial>(c, arch, file);
 #endif
 #if defined(KOKKOS_ENABLE_OPENMP)
-  if (c.backend == "openmp" || c.backend == "default") return on(Kokkos::OpenMP());
+  if (c.backend == "openmp" || c.backend == "default") return run_model<Kokkos::OpenMP>(c, arch, file);
 #endif
 #if defined(KOKKOS_ENABLE_THREADS)
-  if (c.backend == "threads" || c.backend == "default") return on(Kokkos::Threads());
+  if (c.backend == "threads" || c.backend == "default") return run_model<Kokkos::Threads>(c, arch, file);
 #endif
 #if defined(KOKKOS_ENABLE_CUDA)
-  if (c.backend == "cuda") return on(Kokkos::Cuda());
+  if (c.backend == "cuda") return run_model<Kokkos::Cuda>(c, arch, file);
 #endif
   throw config_error("predict: --backend " + c.backend + " is not enabled in this Kokkos build (it has " +
                      detail::enabled_backends() + ")");
@@ -268,7 +268,7 @@ int run(const Config& c) {
   }
   if (c.data.empty()) return 0;
   const ModelArchitecture arch = ModelArchitecture::parse(file.layers, "predict: " + c.model);
-  return with_mlp(arch, [&](auto model) { return run_model(c, model, file); });
+  return run_backend(c, arch, file);
 }
 
 }  // namespace predict_app

@@ -168,7 +168,7 @@ struct ModelArchitecture {
 };
 
 namespace detail {
-template <std::size_t H, bool WithDropout>
+template <class MemorySpace, std::size_t H, bool WithDropout>
 auto make_mlp_of(const ModelArchitecture& a) {
   constexpr std::size_t per = WithDropout ? 3 : 2;
   auto hidden = [&]<std::size_t... I>(std::index_sequence<I...>) {
@@ -179,7 +179,7 @@ auto make_mlp_of(const ModelArchitecture& a) {
       return std::tuple_cat(std::make_tuple(a.layers[I * per].dense, a.layers[I * per + 1].activation)...);
   }(std::make_index_sequence<H>{});
   auto all = std::tuple_cat(hidden, std::make_tuple(a.layers[H * per].dense));
-  return std::apply([](auto... layers) { return Sequential<decltype(layers)...>(layers...); }, all);
+  return std::apply([](auto... layers) { return make_sequential<MemorySpace>(layers...); }, all);
 }
 /// Whether `a` is H blocks of (Dense, activation[, Dropout]) and a last Dense.
 inline bool is_mlp_shape(const ModelArchitecture& a, std::size_t h, bool with_dropout) {
@@ -198,12 +198,15 @@ inline bool is_mlp_shape(const ModelArchitecture& a, std::size_t h, bool with_dr
 inline constexpr std::size_t with_mlp_max_hidden = 3;
 
 /**
- * Builds the Sequential of architecture `a` (its parameters zero: load_model() fills them) and
- * returns `f(model)`. The shapes it builds are the MLPs train_mlp trains: one Dense, or 1 to 3
- * hidden blocks of Dense, an activation and (optionally, in every block) Dropout, then a Dense —
- * `Sequential<Dense, ActivationFn, Dropout, ..., Dense>`. Every shape is a separate instantiation
- * of `f`. For other architectures write the Sequential yourself and load_model() into it.
+ * Builds the model of architecture `a` with its parameters in `MemorySpace` (zero: load_model()
+ * fills them) and returns `f(model)`. The shapes it builds are the MLPs train_mlp trains: one
+ * Dense, or 1 to 3 hidden blocks of Dense, an activation and (optionally, in every block) Dropout,
+ * then a Dense — `BasicSequential<MemorySpace, Dense, ActivationFn, Dropout, ..., Dense>`. Every
+ * shape is a separate instantiation of `f`. For other architectures write the Sequential yourself
+ * and load_model() into it.
  *
+ * @tparam MemorySpace where the parameters live: the memory of the execution space that will run
+ *         the model (Inference needs to read them); the default execution space's by default.
  * @throws config_error naming the architecture when it is not one of these shapes
  *
  * **Example**:
@@ -216,15 +219,16 @@ inline constexpr std::size_t with_mlp_max_hidden = 3;
  * });
  * @endcode
  */
-template <class F>
+template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space, class F>
 decltype(auto) with_mlp(const ModelArchitecture& a, F&& f) {
-  if (detail::is_mlp_shape(a, 0, false)) return f(detail::make_mlp_of<0, false>(a));
-  if (detail::is_mlp_shape(a, 1, true)) return f(detail::make_mlp_of<1, true>(a));
-  if (detail::is_mlp_shape(a, 2, true)) return f(detail::make_mlp_of<2, true>(a));
-  if (detail::is_mlp_shape(a, 3, true)) return f(detail::make_mlp_of<3, true>(a));
-  if (detail::is_mlp_shape(a, 1, false)) return f(detail::make_mlp_of<1, false>(a));
-  if (detail::is_mlp_shape(a, 2, false)) return f(detail::make_mlp_of<2, false>(a));
-  if (detail::is_mlp_shape(a, 3, false)) return f(detail::make_mlp_of<3, false>(a));
+  using M = MemorySpace;
+  if (detail::is_mlp_shape(a, 0, false)) return f(detail::make_mlp_of<M, 0, false>(a));
+  if (detail::is_mlp_shape(a, 1, true)) return f(detail::make_mlp_of<M, 1, true>(a));
+  if (detail::is_mlp_shape(a, 2, true)) return f(detail::make_mlp_of<M, 2, true>(a));
+  if (detail::is_mlp_shape(a, 3, true)) return f(detail::make_mlp_of<M, 3, true>(a));
+  if (detail::is_mlp_shape(a, 1, false)) return f(detail::make_mlp_of<M, 1, false>(a));
+  if (detail::is_mlp_shape(a, 2, false)) return f(detail::make_mlp_of<M, 2, false>(a));
+  if (detail::is_mlp_shape(a, 3, false)) return f(detail::make_mlp_of<M, 3, false>(a));
   std::string text;
   for (const std::string& l : a.describe()) text += (text.empty() ? "" : ", ") + l;
   throw config_error("reprosgd::with_mlp: the architecture [" + text +
