@@ -25,15 +25,17 @@ namespace {
 
 using reprosgd::Dense;
 using reprosgd::Init;
-using Mem = Kokkos::DefaultExecutionSpace::memory_space;
+using Host = Kokkos::DefaultHostExecutionSpace;
 using HostM = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace>;
 
 // Two feature chunks in the first layer, every activation kind, a dropout in the middle and one at
-// the end (so the last computing layer is not the last layer).
+// the end (so the last computing layer is not the last layer). In memory space Mem (host: the
+// reference computations; a device's: the device run).
+template <class Mem = Kokkos::HostSpace>
 auto make_model() {
-  return reprosgd::Sequential{Dense{13, 40, Init::he_normal, 16}, reprosgd::ReLU{}, reprosgd::Dropout{0.25f},
-                              Dense{40, 24, Init::xavier_uniform}, reprosgd::Tanh{}, Dense{24, 6},
-                              reprosgd::Sigmoid{}, reprosgd::Dropout{0.5f}};
+  return reprosgd::make_sequential<Mem>(Dense{13, 40, Init::he_normal, 16}, reprosgd::ReLU{}, reprosgd::Dropout{0.25f},
+                                        Dense{40, 24, Init::xavier_uniform}, reprosgd::Tanh{}, Dense{24, 6},
+                                        reprosgd::Sigmoid{}, reprosgd::Dropout{0.5f});
 }
 using Model = decltype(make_model());
 
@@ -46,7 +48,7 @@ float value(std::uint64_t i, float scale, std::uint64_t salt = 99) {
 
 Model trained_model() {
   Model m = make_model();
-  m.initialize(Kokkos::DefaultExecutionSpace(), reprosgd::PhiloxStream(7));
+  m.initialize(Host(), reprosgd::PhiloxStream(7));
   // Non-zero biases, so the bias add is exercised.
   auto p = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m.parameters());
   for (std::size_t i = 0; i < p.extent(0); ++i) p(i) = p(i) + value(i, 0.05f, 3);
@@ -62,12 +64,13 @@ HostM inputs(long rows, int cols, float scale = 2.0f) {
 }
 
 /// Training's forward pass over `x` (Sequential::forward in micro-batches of `m` rows, as
-/// Trainer::evaluate runs it), `training` set as given.
-HostM training_forward(const Model& model, const HostM& x, long m, bool training) {
+/// Trainer::evaluate runs it), `training` set as given, on the host.
+template <class M>
+HostM training_forward(const M& model, const HostM& x, long m, bool training) {
   const long n = static_cast<long>(x.extent(0));
   auto ws = model.make_workspace(m);
   HostM y("y", n, model.output_width());
-  using Exec = Kokkos::DefaultExecutionSpace;
+  using Exec = Host;
   for (long r0 = 0; r0 < n; r0 += m) {
     const long rows = n - r0 < m ? n - r0 : m;
     auto dst = Kokkos::subview(ws.act.front(), std::make_pair(0L, rows), Kokkos::ALL());
@@ -130,7 +133,7 @@ TEST_SUITE("inference/predict") {
     const Model model = trained_model();
     const HostM x = inputs(53, 13);
     const HostM ref = reference_forward(model, x);
-    reprosgd::Inference inference(model);
+    reprosgd::Inference<Model, Host> inference(model);
     HostM y("y", 53, 6);
     inference.predict(x, y);
     Kokkos::fence();
@@ -140,9 +143,9 @@ TEST_SUITE("inference/predict") {
       REPROSGD_CHECK_BITWISE_EQUAL(training_forward(model, x, m, false), y);
     }
     // Training mode with dropout p = 0 everywhere: the same bits as inference.
-    auto no_dropout = reprosgd::Sequential{Dense{13, 40, Init::he_normal, 16}, reprosgd::ReLU{}, reprosgd::Dropout{0.0f},
-                                           Dense{40, 24, Init::xavier_uniform}, reprosgd::Tanh{}, Dense{24, 6},
-                                           reprosgd::Sigmoid{}, reprosgd::Dropout{0.0f}};
+    auto no_dropout = reprosgd::make_sequential<Kokkos::HostSpace>(
+        Dense{13, 40, Init::he_normal, 16}, reprosgd::ReLU{}, reprosgd::Dropout{0.0f}, Dense{40, 24, Init::xavier_uniform},
+        reprosgd::Tanh{}, Dense{24, 6}, reprosgd::Sigmoid{}, reprosgd::Dropout{0.0f});
     Kokkos::deep_copy(no_dropout.parameters(), model.parameters());
     const HostM t = training_forward(no_dropout, x, 16, true);
     REPROSGD_CHECK_BITWISE_EQUAL(t, y);
@@ -150,42 +153,48 @@ TEST_SUITE("inference/predict") {
     CHECK_FALSE(reprosgd::first_bitwise_difference(training_forward(model, x, 16, true), y).empty());
   }
 
-  TEST_CASE_TEMPLATE_DEFINE("the same bits on every host backend, batch, slicing and layout", Space, every_backend) {
-    const Model model = trained_model();
-    const HostM x = inputs(71, 13);
-    const HostM ref = reference_forward(model, x);
+  TEST_CASE_TEMPLATE_DEFINE("the same bits on every backend, batch, slicing and layout", Space, every_backend) {
+    using Mem = typename Space::memory_space;
+    using M = Kokkos::View<float**, Kokkos::LayoutRight, Mem>;
+    const Model host_model = trained_model();
+    auto model = make_model<Mem>();  // the same parameters, where Space computes
+    Kokkos::deep_copy(model.parameters(), host_model.parameters());
+    using SpaceModel = decltype(model);
+    const HostM xh = inputs(71, 13);
+    const HostM ref = reference_forward(host_model, xh);
+    const auto x = Kokkos::create_mirror_view_and_copy(Mem(), xh);
     const Space space;
     INFO("backend " << Space::name() << ", concurrency " << reprosgd::detail::concurrency(space));
-    for (long batch : {1L, 5L, 64L, 71L, 200L}) {
+    for (long batch : {1L, 3L, 5L, 64L, 71L, 200L}) {
       for (bool grow : {true, false}) {
         INFO("batch " << batch << ", grow " << grow);
-        reprosgd::Inference<Model, Space> inference(model, {}, {.batch = batch, .grow = grow});
-        HostM y("y", 71, 6);
+        reprosgd::Inference<SpaceModel, Space> inference(model, {}, {.batch = batch, .grow = grow});
+        M y("y", 71, 6);
         inference.predict(space, x, y);
         space.fence();
-        REPROSGD_CHECK_BITWISE_EQUAL(y, ref);
+        REPROSGD_CHECK_BITWISE_EQUAL(to_host_right(y), ref);
         CHECK(inference.capacity() == (grow && batch < 71 ? 71 : batch));
       }
     }
-    // LayoutLeft in and out, a strided row range of a larger input: through the workspace.
-    Kokkos::View<float**, Kokkos::LayoutLeft, Kokkos::HostSpace> xl("xl", 71, 13), yl("yl", 71, 6);
+    // LayoutLeft in and out, a column range of a wider input: through the workspace.
+    Kokkos::View<float**, Kokkos::LayoutLeft, Mem> xl("xl", 71, 13), yl("yl", 71, 6);
     Kokkos::deep_copy(xl, x);
-    reprosgd::Inference<Model, Space> inference(model, {}, {.batch = 16, .grow = false});
+    reprosgd::Inference<SpaceModel, Space> inference(model, {}, {.batch = 16, .grow = false});
     inference.predict(space, xl, yl);
     space.fence();
     REPROSGD_CHECK_BITWISE_EQUAL(to_host_right(yl), ref);
-    HostM wide("wide", 71, 20);
+    M wide("wide", 71, 20);
     Kokkos::deep_copy(Kokkos::subview(wide, Kokkos::ALL(), std::make_pair(3, 16)), x);
-    HostM y2("y2", 71, 6);
+    M y2("y2", 71, 6);
     inference.predict(space, Kokkos::subview(wide, Kokkos::ALL(), std::make_pair(3, 16)), y2);
     space.fence();
-    REPROSGD_CHECK_BITWISE_EQUAL(y2, ref);
+    REPROSGD_CHECK_BITWISE_EQUAL(to_host_right(y2), ref);
     // The convenience function.
-    HostM y3("y3", 71, 6);
+    M y3("y3", 71, 6);
     reprosgd::predict(space, model, x, y3);
-    REPROSGD_CHECK_BITWISE_EQUAL(y3, ref);
+    REPROSGD_CHECK_BITWISE_EQUAL(to_host_right(y3), ref);
   }
-  TEST_CASE_TEMPLATE_APPLY(every_backend, reprosgd_test::host_spaces);
+  TEST_CASE_TEMPLATE_APPLY(every_backend, reprosgd_test::spaces);
 
   TEST_CASE("normalisation: inputs as apply_normalization does, outputs inverted with a multiply then an add") {
     const Model model = trained_model();
@@ -204,7 +213,7 @@ TEST_SUITE("inference/predict") {
     reprosgd::apply_normalization(reprosgd::make_dataset(standardised, labels, 1), norm.inputs);
     const HostM model_out = training_forward(model, standardised, 8, false);
     HostM y("y", n, 6);
-    reprosgd::Inference inference(model, norm);
+    reprosgd::Inference<Model, Host> inference(model, norm);
     inference.predict(raw, y);
     Kokkos::fence();
     for (long i = 0; i < n; ++i)
@@ -222,7 +231,7 @@ TEST_SUITE("inference/predict") {
     HostM y("y", 30, 6);
     Kokkos::View<float**, Kokkos::LayoutLeft, Kokkos::HostSpace> xl("xl", 30, 13);
     Kokkos::deep_copy(xl, x);
-    reprosgd::Inference inference(model, {}, {.batch = 30});
+    reprosgd::Inference<Model, Host> inference(model, {}, {.batch = 30});
     inference.predict(x, y);  // first calls: a backend may size its per-thread scratch once
     inference.predict(xl, y);
     inference.predict(Kokkos::subview(x, std::make_pair(0, 1), Kokkos::ALL()), Kokkos::subview(y, std::make_pair(0, 1), Kokkos::ALL()));
@@ -250,7 +259,7 @@ TEST_SUITE("inference/predict") {
     const Model model = trained_model();
     const HostM x = inputs(30, 13);
     HostM y("y", 30, 6);
-    reprosgd::Inference inference(model, {}, {.batch = 30});
+    reprosgd::Inference<Model, Host> inference(model, {}, {.batch = 30});
     const std::size_t bytes = inference.workspace_bytes();
     inference.predict(x, y);
     for (int k = 0; k < 3; ++k) inference.predict(Kokkos::subview(x, std::make_pair(0, 10 + k), Kokkos::ALL()),
@@ -264,7 +273,7 @@ TEST_SUITE("inference/predict") {
 
   TEST_CASE("errors: wrong widths and rows, a shard, a normalisation of the wrong size") {
     Model model = trained_model();
-    reprosgd::Inference inference(model);
+    reprosgd::Inference<Model, Host> inference(model);
     HostM y("y", 4, 6);
     const auto message = [](auto&& f) {
       try {
@@ -283,17 +292,17 @@ TEST_SUITE("inference/predict") {
     reprosgd::Normalization bad;
     bad.inputs.mean.assign(12, 0.0f);
     bad.inputs.std_dev.assign(12, 1.0f);
-    CHECK(message([&] { reprosgd::Inference<Model> i(model, bad); }) ==
+    CHECK(message([&] { reprosgd::Inference<Model, Host> i(model, bad); }) ==
           "reprosgd::Inference: the input normalisation has 12 means and 12 standard deviations, the model has 13 inputs");
     bad.inputs.mean.assign(13, 0.0f);
     bad.inputs.std_dev.assign(13, 1.0f);
     bad.inputs.std_dev[2] = -1.0f;
-    CHECK(message([&] { reprosgd::Inference<Model> i(model, bad); }) ==
+    CHECK(message([&] { reprosgd::Inference<Model, Host> i(model, bad); }) ==
           "reprosgd::Inference: the input normalisation has a standard deviation at 2 that is not a finite number >= 0");
-    CHECK(message([&] { reprosgd::Inference<Model> i(model, {}, {.batch = 0}); }) ==
+    CHECK(message([&] { reprosgd::Inference<Model, Host> i(model, {}, {.batch = 0}); }) ==
           "reprosgd::Inference: Options::batch must be at least 1, got 0");
     model.shard(0, 2);
-    CHECK(message([&] { reprosgd::Inference<Model> i(model); }).starts_with(
+    CHECK(message([&] { reprosgd::Inference<Model, Host> i(model); }).starts_with(
         "reprosgd::Inference: the model is a shard of a model group of 2"));
   }
 

@@ -62,16 +62,20 @@ void write_bytes(const fs::path& p, const std::vector<unsigned char>& b) {
   f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 
-// train_mlp's shape: Dense, activation, dropout, Dense.
+using Host = Kokkos::DefaultHostExecutionSpace;
+
+// train_mlp's shape: Dense, activation, dropout, Dense; in host memory (model files are read and
+// written on the host whatever the model's space).
 auto make_mlp() {
-  return reprosgd::Sequential{Dense{9, 20, Init::he_normal, 8}, reprosgd::ActivationFn{reprosgd::Activation::tanh},
-                              reprosgd::Dropout{0.1f}, Dense{20, 4, Init::xavier_uniform}};
+  return reprosgd::make_sequential<Kokkos::HostSpace>(Dense{9, 20, Init::he_normal, 8},
+                                                      reprosgd::ActivationFn{reprosgd::Activation::tanh},
+                                                      reprosgd::Dropout{0.1f}, Dense{20, 4, Init::xavier_uniform});
 }
 using Mlp = decltype(make_mlp());
 
 Mlp trained_mlp() {
   Mlp m = make_mlp();
-  m.initialize(Kokkos::DefaultExecutionSpace(), reprosgd::PhiloxStream(11));
+  m.initialize(Host(), reprosgd::PhiloxStream(11));
   return m;
 }
 
@@ -170,11 +174,11 @@ TEST_SUITE("inference/model_file") {
     Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace> x("x", 17, 9), want("want", 17, 4), got("got", 17, 4);
     for (int i = 0; i < 17; ++i)
       for (int j = 0; j < 9; ++j) x(i, j) = static_cast<float>((i * 7 + j * 3) % 11) - 5.0f;
-    reprosgd::predict(model, x, want, norm);
+    reprosgd::predict(Host(), model, x, want, norm);
     const reprosgd::ModelInfo info = reprosgd::read_model_info(dir / "m.rsgdm");
-    const int depth = reprosgd::with_mlp(info.architecture, [&](auto built) {
+    const int depth = reprosgd::with_mlp<Kokkos::HostSpace>(info.architecture, [&](auto built) {
       const reprosgd::Normalization n = reprosgd::load_model(dir / "m.rsgdm", built);
-      reprosgd::predict(built, x, got, n);
+      reprosgd::predict(Host(), built, x, got, n);
       return static_cast<int>(decltype(built)::depth);
     });
     CHECK(depth == 4);
@@ -187,15 +191,15 @@ TEST_SUITE("inference/model_file") {
 
   TEST_CASE("every truncation and every flipped byte is refused; the model is untouched") {
     TempDir dir;
-    auto model = reprosgd::Sequential{Dense{3, 2}};
-    model.initialize(Kokkos::DefaultExecutionSpace(), reprosgd::PhiloxStream(5));
+    auto model = reprosgd::make_sequential<Kokkos::HostSpace>(Dense{3, 2});
+    model.initialize(Host(), reprosgd::PhiloxStream(5));
     reprosgd::Normalization norm;
     norm.inputs.mean = {1, 2, 3};
     norm.inputs.std_dev = {1, 1, 2};
     const fs::path good = dir / "good.rsgdm", bad = dir / "bad.rsgdm";
     reprosgd::save_model(good, model, norm);
     const auto bytes = read_bytes(good);
-    auto target = reprosgd::Sequential{Dense{3, 2}};
+    auto target = reprosgd::make_sequential<Kokkos::HostSpace>(Dense{3, 2});
     const auto refused = [&](const std::string& what) {
       Kokkos::deep_copy(target.parameters(), 42.0f);
       const std::string msg = error_of([&] { (void)reprosgd::load_model(bad, target); });
@@ -264,14 +268,15 @@ TEST_SUITE("inference/model_file") {
     }
     // Another architecture.
     {
-      auto other = reprosgd::Sequential{Dense{9, 20, Init::he_normal, 8}, reprosgd::ActivationFn{reprosgd::Activation::tanh},
-                                        reprosgd::Dropout{0.1f}, Dense{20, 5, Init::xavier_uniform}};
+      auto other = reprosgd::make_sequential<Kokkos::HostSpace>(Dense{9, 20, Init::he_normal, 8},
+                                                                reprosgd::ActivationFn{reprosgd::Activation::tanh},
+                                                                reprosgd::Dropout{0.1f}, Dense{20, 5, Init::xavier_uniform});
       CHECK(error_of([&] { (void)reprosgd::load_model(path, other); }) ==
             "reprosgd::load_model: " + path.string() +
                 ": the file holds another architecture: layer.3 is dense(20,4,xavier) in the file, dense(20,5,xavier) "
                 "in the program");
-      auto shorter = reprosgd::Sequential{Dense{9, 20, Init::he_normal, 8}, reprosgd::ActivationFn{reprosgd::Activation::tanh},
-                                          reprosgd::Dropout{0.1f}};
+      auto shorter = reprosgd::make_sequential<Kokkos::HostSpace>(
+          Dense{9, 20, Init::he_normal, 8}, reprosgd::ActivationFn{reprosgd::Activation::tanh}, reprosgd::Dropout{0.1f});
       CHECK(error_of([&] { (void)reprosgd::load_model(path, shorter); }) ==
             "reprosgd::load_model: " + path.string() +
                 ": the file holds another architecture: layer.3 is dense(20,4,xavier) in the file, absent in the program");
@@ -326,7 +331,7 @@ TEST_SUITE("inference/model_file") {
                             extract) {
     TempDir dir;
     const auto data = reprosgd::make_synthetic_train_test(3, 256, 64, 9, 4);
-    reprosgd::Trainer<reprosgd::Serial<>> trainer({.global_batch = 32, .micro_batch = 16, .steps = 5, .seed = 9});
+    reprosgd::Trainer<reprosgd::Serial<Host>> trainer({.global_batch = 32, .micro_batch = 16, .steps = 5, .seed = 9});
     const auto run = [&](const auto& opt) {
       Mlp model = make_mlp();
       auto state = trainer.start(model, opt);
