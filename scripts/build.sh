@@ -7,7 +7,9 @@
 #   build.sh --variants  the same, plus the cross-build checks' variants in build-variants/: g++ -O2
 #                        for generic x86-64, g++ with the Threads backend, clang++ with Threads, and
 #                        g++ with Kokkos 4.6.1 (OpenMP + Serial, MPI like the main build; only when
-#                        setup.sh could build that Kokkos, else CTest reports its checks skipped)
+#                        setup.sh could build that Kokkos, else CTest reports its checks skipped),
+#                        and Kokkos 4.6.1 + CUDA 12.4 (compile and link only; when setup_cuda.sh
+#                        made it, else CTest reports the cuda_* checks skipped)
 #                        (what scripts/test.sh, the whole suite, builds)
 #   build.sh --quick     the contributors' fast loop: the main build without MPI, benchmarks, the
 #                        header compile check and variants; then `cd build && ctest -L unit`
@@ -69,6 +71,7 @@ peers=()
 # The Kokkos 4 variant, or why there is none (tests/determinism/CMakeLists.txt); both empty without
 # --variants.
 kokkos4_build="" kokkos4_missing=""
+cuda_build="" cuda_missing="" cuda_toolkit=""
 if [ $variants = 1 ]; then
   # Only train_mlp and the per-backend known-answer tests are built in the variants.
   for v in "gcc-openmp-O2 gcc-openmp g++ -O2" "gcc-threads gcc-threads g++ -O3 -march=native" \
@@ -90,6 +93,18 @@ if [ $variants = 1 ]; then
   else
     kokkos4_missing="no Kokkos 4.6.1 in $kokkos4 (scripts/setup.sh builds it from ../shared/deps/kokkos-4.6.01.tar.gz next to the repository, which it did not find)"
   fi
+  # CUDA: Kokkos 4.6.1 + CUDA 12.4 through nvcc_wrapper (scripts/setup_cuda.sh), compiled and linked
+  # only (no GPU here): train_mlp, every unit-test area with its kernels instantiated for the device,
+  # and cuda_gemm_bench; sm_90 (Kokkos's arch) and sm_80 code. scripts/device_check.sh runs it on a GPU.
+  kokkos_cuda="$CACHE/kokkos4-cuda" cuda_toolkit="$CACHE/cuda-12.4"
+  if [ -f "$kokkos_cuda/.complete" ] && [ -f "$cuda_toolkit/.complete" ]; then
+    cuda_build="$VARIANTS_DIR/kokkos4-cuda"
+    configure_and_build "$cuda_build" "$kokkos_cuda" "$kokkos_cuda/bin/nvcc_wrapper_pinned" \
+      "-O2 -gencode=arch=compute_80,code=sm_80" -DKokkos_ROOT="$kokkos_cuda" -DCUDAToolkit_ROOT="$cuda_toolkit" \
+      -DREPROSGD_ENABLE_MPI=OFF -DREPROSGD_VARIANT_BUILD=ON -DREPROSGD_VARIANT_AREAS=all -DREPROSGD_BUILD_BENCH=OFF --
+  else
+    cuda_missing="no Kokkos 4.6.1 with CUDA in $kokkos_cuda (scripts/setup_cuda.sh builds it when it can download the CUDA 12.4 toolkit and ../shared/deps has the Kokkos 4.6.1 source)"
+  fi
 fi
 peer_list=$(IFS=';'; echo "${peers[*]:-}")
 # Benchmarks are set explicitly either way, so that a full build after a quick one in the same
@@ -105,4 +120,5 @@ elif [ ${#mpi_flags[@]} = 0 ]; then
 fi
 configure_and_build "$BUILD_DIR" "$CACHE/kokkos-gcc-openmp" g++ "-O3 -march=native" "${mpi_flags[@]}" \
   -DREPROSGD_PEER_BUILDS="$peer_list" -DREPROSGD_KOKKOS4_BUILD="$kokkos4_build" \
-  -DREPROSGD_KOKKOS4_MISSING="$kokkos4_missing" -DREPROSGD_BUILD_BENCH=$bench -DREPROSGD_HEADER_CHECK=$header_check --
+  -DREPROSGD_KOKKOS4_MISSING="$kokkos4_missing" -DREPROSGD_CUDA_BUILD="$cuda_build" -DREPROSGD_CUDA_TOOLKIT="$cuda_toolkit" \
+  -DREPROSGD_CUDA_MISSING="$cuda_missing" -DREPROSGD_BUILD_BENCH=$bench -DREPROSGD_HEADER_CHECK=$header_check --

@@ -143,6 +143,11 @@ if [ ! -f "$CACHE/kokkos4-gcc-openmp/.complete" ]; then
 fi
 
 # ---------------------------------------------------------------------------------------------
+# 2c. A CUDA 12.4 toolkit and Kokkos 4.6.1 with CUDA for the compile-and-link CUDA build, optional
+#     (needs the Kokkos 4.6.1 source above and Debian's and PyPI's servers): scripts/setup_cuda.sh.
+REPROSGD_CACHE="$CACHE" bash "$(dirname "${BASH_SOURCE[0]}")/setup_cuda.sh"
+
+# ---------------------------------------------------------------------------------------------
 # 3. MPI (Open MPI 5 with ULFM), optional for serial users: scripts/setup_mpi.sh.
 if [ -f "$(dirname "$0")/setup_mpi.sh" ]; then
   REPROSGD_CACHE="$CACHE" bash "$(dirname "$0")/setup_mpi.sh"

@@ -51,6 +51,12 @@ WHEELS=(
   "nvidia-cuda-nvcc-cu12==12.4.131 --hash=sha256:e4c9a35435c3b0e36c6397c5696334c9ea6650e524736cbd1c5d345ea099bb04"
 )
 
+[ -f "$PREFIX/.complete" ] && [ -f "$KOKKOS_PREFIX/.complete" ] && exit 0
+if [ ! -f "$KOKKOS4_SRC/.complete" ]; then
+  note "no Kokkos 4.6.1 source in $KOKKOS4_SRC (setup.sh unpacks it from ../shared/deps): the CUDA build and its checks are skipped"
+  exit 0
+fi
+
 # ---------------------------------------------------------------------------------------------
 # 1. The toolkit.
 if [ ! -f "$PREFIX/.complete" ]; then
@@ -128,10 +134,6 @@ fi
 # 2. Kokkos 4.6.1 with CUDA (+ Serial for the host side), compiled through its nvcc_wrapper with
 #    the toolkit above. Code for Hopper (sm_90); Ampere (sm_80) is compiled by ReproSGD's build.
 if [ ! -f "$KOKKOS_PREFIX/.complete" ]; then
-  if [ ! -f "$KOKKOS4_SRC/.complete" ]; then
-    note "no Kokkos 4.6.1 source in $KOKKOS4_SRC (setup.sh unpacks it from ../shared/deps): the CUDA build and its checks are skipped"
-    exit 0
-  fi
   b="$CACHE/build/kokkos4-cuda"
   rm -rf "$b" "$KOKKOS_PREFIX"
   export CUDA_HOME="$PREFIX" NVCC_WRAPPER_DEFAULT_COMPILER=g++ PATH="$PREFIX/bin:$PATH"

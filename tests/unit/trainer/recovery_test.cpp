@@ -36,9 +36,10 @@ const reprosgd::TrainTest<Kokkos::HostSpace>& data() {
   return *d;
 }
 
+template <class Mem = Kokkos::DefaultExecutionSpace::memory_space>
 auto model() {
   using namespace reprosgd;
-  return Sequential{Dense{64, 24}, ReLU{}, Dropout{0.2f}, Dense{24, 10}};
+  return make_sequential<Mem>(Dense{64, 24}, ReLU{}, Dropout{0.2f}, Dense{24, 10});
 }
 
 // 512 / 64 = 8 steps an epoch, 2 epochs; 4 micro-batches a step.
@@ -78,7 +79,7 @@ struct Observed {
 template <class Space>
 reprosgd::Fingerprint failure_free(Observed& seen, const reprosgd::TrainerOptions& o = options()) {
   reprosgd::Trainer<reprosgd::Serial<Space>> trainer(o);
-  auto m = model();
+  auto m = model<typename Space::memory_space>();
   auto state = trainer.start(m, adam);
   trainer.fit(m, adam, state, data().train, &data().test, seen);
   return trainer.fingerprint(m, state);
@@ -88,8 +89,8 @@ template <class Space, class Fault = reprosgd::ShrinkAndContinue>
 struct FaultyRun {
   using Par = FakeRecoverable<Space>;
   reprosgd::Trainer<Par, reprosgd::PhiloxStream, reprosgd::PortableBinaryFormat, Fault> trainer;
-  decltype(model()) m = model();
-  reprosgd::TrainState<reprosgd::Adam> state;
+  decltype(model<typename Space::memory_space>()) m = model<typename Space::memory_space>();
+  reprosgd::TrainState<reprosgd::Adam, typename Space::memory_space> state;
   Observed seen;
   reprosgd::FitResult result;
 

@@ -39,9 +39,11 @@ const reprosgd::TrainTest<Kokkos::HostSpace>& data() {
 }
 
 // Feature chunks of 4, so that every layer splits over up to 6 ranks.
+template <class Mem>
 auto model() {
   using namespace reprosgd;
-  return Sequential{Dense{32, 24, Init::he_normal, 4}, ReLU{}, Dropout{0.2f}, Dense{24, 10, Init::xavier_uniform, 4}};
+  return make_sequential<Mem>(Dense{32, 24, Init::he_normal, 4}, ReLU{}, Dropout{0.2f},
+                              Dense{24, 10, Init::xavier_uniform, 4});
 }
 
 // 512 / 64 = 8 steps an epoch, 2 epochs; buddy snapshots every 4 steps.
@@ -61,7 +63,7 @@ const reprosgd::Adam adam{{.lr = 3e-3f}};
 template <class Space>
 reprosgd::Fingerprint one_process() {
   reprosgd::Trainer<reprosgd::Serial<Space>> trainer(options());
-  auto m = model();
+  auto m = model<typename Space::memory_space>();
   auto state = trainer.start(m, adam);
   trainer.fit(m, adam, state, data().train, &data().test);
   return trainer.fingerprint(m, state);
@@ -83,7 +85,7 @@ std::vector<RankResult> sharded_run(FiberWorld& world, int ranks, const reprosgd
   world.run([&](int r) {
     using Par = FiberModelParallel<Space>;
     reprosgd::FaultTolerantTrainer<Par> trainer(o, Par(world, r));
-    auto m = model();
+    auto m = model<typename Space::memory_space>();
     auto state = trainer.start(m, adam);
     if (resume) REQUIRE(trainer.resume(m, adam, state, data().train).resumed);
     auto& out = results[static_cast<std::size_t>(r)];

@@ -36,9 +36,10 @@ const reprosgd::TrainTest<Kokkos::HostSpace>& data() {
   return *d;
 }
 
+template <class Mem = Kokkos::DefaultExecutionSpace::memory_space>
 auto small_model() {
   using namespace reprosgd;
-  return Sequential{Dense{784, 32}, ReLU{}, Dropout{0.25f}, Dense{32, 16}, Tanh{}, Dense{16, 10}};
+  return make_sequential<Mem>(Dense{784, 32}, ReLU{}, Dropout{0.25f}, Dense{32, 16}, Tanh{}, Dense{16, 10});
 }
 
 reprosgd::TrainerOptions small_options() {
@@ -54,7 +55,7 @@ reprosgd::TrainerOptions small_options() {
 template <class Space, class Opt>
 reprosgd::Fingerprint train_fingerprint(const Opt& opt, reprosgd::TrainerOptions o = small_options()) {
   reprosgd::Trainer<reprosgd::Serial<Space>> trainer(o);
-  auto model = small_model();
+  auto model = small_model<typename Space::memory_space>();
   auto state = trainer.start(model, opt);
   trainer.fit(model, opt, state, data().train);
   return reprosgd::fingerprint(model, state.optimizer);
@@ -88,7 +89,7 @@ TEST_SUITE("trainer") {
     const reprosgd::Sgd sgd{{.lr = 0.05f, .momentum = 0.9f, .nesterov = true, .weight_decay = 1e-4f}};
     CHECK(train_fingerprint<Space>(sgd) == train_fingerprint<Kokkos::Serial>(sgd));
   }
-  TEST_CASE_TEMPLATE_APPLY(backend_id, reprosgd_test::host_spaces);
+  TEST_CASE_TEMPLATE_APPLY(backend_id, reprosgd_test::spaces);  // the device too: level L5
 
   TEST_CASE("the same program twice gives the same bits; another seed does not") {
     const reprosgd::AdamW adamw{{.lr = 1e-3f, .weight_decay = 0.01f}};
@@ -103,7 +104,7 @@ TEST_SUITE("trainer") {
     using Space = Kokkos::DefaultExecutionSpace;
     const reprosgd::Adam adam{{.lr = 2e-3f}};
     reprosgd::Trainer<reprosgd::Serial<Space>> trainer(small_options());
-    auto model = small_model();
+    auto model = small_model<typename Space::memory_space>();
     auto state = trainer.start(model, adam);
     StopAt stop{23};
     const auto first = trainer.fit(model, adam, state, data().train, stop);
@@ -223,7 +224,7 @@ TEST_SUITE("trainer/checkpoint") {
     std::filesystem::create_directories(dir);
     {
       reprosgd::Trainer<reprosgd::Serial<Space>> trainer(small_options());
-      auto model = small_model();
+      auto model = small_model<typename Space::memory_space>();
       auto state = trainer.start(model, adam);
       StopAt stop{17};
       trainer.fit(model, adam, state, data().train, stop);
@@ -231,7 +232,7 @@ TEST_SUITE("trainer/checkpoint") {
       trainer.template save_checkpoint<F>(dir / "a.ckpt", model, adam, state, data().train, mine);
     }
     reprosgd::Trainer<reprosgd::Serial<Space>> trainer(small_options());
-    auto model = small_model();
+    auto model = small_model<typename Space::memory_space>();
     auto state = trainer.start(model, adam);
     UserState restored;
     const auto info = trainer.template load_checkpoint<F>(dir / "a.ckpt", model, adam, state, data().train, restored);
@@ -246,7 +247,7 @@ TEST_SUITE("trainer/checkpoint") {
     auto other = small_options();
     other.seed = 99;
     reprosgd::Trainer<reprosgd::Serial<Space>> wrong(other);
-    auto m2 = small_model();
+    auto m2 = small_model<typename Space::memory_space>();
     auto s2 = wrong.start(m2, adam);
     const auto before = reprosgd::fingerprint(m2, s2.optimizer);
     UserState untouched{7, {}};
@@ -273,7 +274,7 @@ TEST_SUITE("trainer/checkpoint") {
     o.stop_after = 12;
     {
       reprosgd::Trainer<reprosgd::Serial<Space>> trainer(o);
-      auto model = small_model();
+      auto model = small_model<typename Space::memory_space>();
       auto state = trainer.start(model, sgd);
       const auto r = trainer.fit(model, sgd, state, data().train);
       CHECK(r.stopped_early);
@@ -287,7 +288,7 @@ TEST_SUITE("trainer/checkpoint") {
 
     o.stop_after = 0;
     reprosgd::Trainer<reprosgd::Serial<Space>> trainer(o);
-    auto model = small_model();
+    auto model = small_model<typename Space::memory_space>();
     auto state = trainer.start(model, sgd);
     const auto r = trainer.resume(model, sgd, state, data().train);
     CHECK(r.resumed);
