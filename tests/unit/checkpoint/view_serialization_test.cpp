@@ -117,7 +117,7 @@ TEST_SUITE("checkpoint.view_serialization") {
     check_round_trip<reprosgd::PortableBinaryFormat, Kokkos::View<float**, memory_space>>(6, 7);
     check_round_trip<reprosgd::JsonFormat, Kokkos::View<float**, Kokkos::LayoutLeft, memory_space>>(2, 9);
   }
-  TEST_CASE_TEMPLATE_APPLY(views_every_space, reprosgd_test::host_spaces);
+  TEST_CASE_TEMPLATE_APPLY(views_every_space, reprosgd_test::spaces);
 
   TEST_CASE("the bytes do not depend on the layout: row-major order always") {
     Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace> r("r", 3, 4);

@@ -158,4 +158,4 @@ TEST_CASE_TEMPLATE_DEFINE("validate_finite reports the first non-finite element 
   CHECK_NOTHROW(reprosgd::validate_finite(Space(), d));
   CHECK_NOTHROW(reprosgd::validate_finite(d));
 }
-TEST_CASE_TEMPLATE_APPLY(validate_finite_on_backends, reprosgd_test::host_spaces);
+TEST_CASE_TEMPLATE_APPLY(validate_finite_on_backends, reprosgd_test::host_spaces);  // data sets stay in host memory; a device gets micro-batches (unit_trainer)

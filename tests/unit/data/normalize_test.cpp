@@ -123,4 +123,4 @@ TEST_CASE_TEMPLATE_DEFINE("apply_normalization and scale_features: elementwise, 
     CHECK(std::fabs(after.std_dev[j] - 1.0f) < 1e-5f);
   }
 }
-TEST_CASE_TEMPLATE_APPLY(normalize_on_backends, reprosgd_test::host_spaces);
+TEST_CASE_TEMPLATE_APPLY(normalize_on_backends, reprosgd_test::host_spaces);  // data sets stay in host memory; a device gets micro-batches (unit_trainer)

@@ -456,4 +456,4 @@ void check_backend_bits() {
 TEST_CASE_TEMPLATE_DEFINE("math functions give the host's bits inside parallel_for", Space, math_backend_bits) {
   check_backend_bits<Space>();
 }
-TEST_CASE_TEMPLATE_APPLY(math_backend_bits, reprosgd_test::host_spaces);
+TEST_CASE_TEMPLATE_APPLY(math_backend_bits, reprosgd_test::spaces);

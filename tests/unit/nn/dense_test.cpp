@@ -197,7 +197,7 @@ TEST_SUITE("nn/dense") {
         CHECK(std::fabs(gx(i, k) - exact_value) <= 2e-6 * magnitude);
       }
   }
-  TEST_CASE_TEMPLATE_APPLY(dense_chunk_sum_id, reprosgd_test::host_spaces);
+  TEST_CASE_TEMPLATE_APPLY(dense_chunk_sum_id, reprosgd_test::host_spaces);  // host buffers; Dense and Sequential run on the device in unit_trainer
 
   TEST_CASE("backward: with one chunk the input gradient is the plain GEMM") {
     const int in = 9;

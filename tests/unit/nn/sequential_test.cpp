@@ -126,7 +126,7 @@ TEST_SUITE("nn/sequential") {
       REPROSGD_CHECK_BITWISE_EQUAL(assembled, whole.parameters());
     }
   }
-  TEST_CASE_TEMPLATE_APPLY(sequential_runs_id, reprosgd_test::host_spaces);
+  TEST_CASE_TEMPLATE_APPLY(sequential_runs_id, reprosgd_test::host_spaces);  // host buffers; Dense and Sequential run on the device in unit_trainer
 
   TEST_CASE("one-process forward and backward equal the layers' own, chunked input gradient included") {
     Model m = make_model();

@@ -76,7 +76,7 @@ TEST_SUITE("optim") {
       }
     }
   }
-  TEST_CASE_TEMPLATE_APPLY(sgd_id, reprosgd_test::host_spaces);
+  TEST_CASE_TEMPLATE_APPLY(sgd_id, reprosgd_test::spaces);
 
   TEST_CASE_TEMPLATE_DEFINE("Adam and AdamW equal the scalar reference", Space, adam_id) {
     const long n = 777;
@@ -114,7 +114,7 @@ TEST_SUITE("optim") {
       REPROSGD_CHECK_BITWISE_EQUAL(p, ref);
     }
   }
-  TEST_CASE_TEMPLATE_APPLY(adam_id, reprosgd_test::host_spaces);
+  TEST_CASE_TEMPLATE_APPLY(adam_id, reprosgd_test::spaces);
 
   TEST_CASE("known values") {
     B p("p", 1), g("g", 1);

@@ -163,5 +163,5 @@ TEST_SUITE("reduction/canonical blocks") {
       CHECK(differ == 0);
     }
   }
-  TEST_CASE_TEMPLATE_APPLY(exact_segments_id, reprosgd_test::host_spaces);
+  TEST_CASE_TEMPLATE_APPLY(exact_segments_id, reprosgd_test::spaces);
 }

@@ -269,7 +269,7 @@ TEST_SUITE("reduction/exact_kernels") {
       REPROSGD_CHECK_BITWISE_EQUAL(got, want);
     }
   }
-  TEST_CASE_TEMPLATE_APPLY(exact_ref_id, reprosgd_test::host_spaces);
+  TEST_CASE_TEMPLATE_APPLY(exact_ref_id, reprosgd_test::spaces);
 
   TEST_CASE_TEMPLATE_DEFINE("Exact::reduce on one rank: the double-sum blocks give the reference bits", Space,
                             exact_span_id) {
@@ -327,5 +327,5 @@ TEST_SUITE("reduction/exact_kernels") {
       }
     }
   }
-  TEST_CASE_TEMPLATE_APPLY(exact_span_id, reprosgd_test::host_spaces);
+  TEST_CASE_TEMPLATE_APPLY(exact_span_id, reprosgd_test::spaces);
 }

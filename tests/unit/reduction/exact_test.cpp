@@ -65,13 +65,13 @@ TEST_SUITE("reduction/exact") {
       REPROSGD_CHECK_BITWISE_EQUAL(reduce<Space>(permuted(rows, perm)), ref);
     }
   }
-  TEST_CASE_TEMPLATE_APPLY(exact_order_id, reprosgd_test::host_spaces);
+  TEST_CASE_TEMPLATE_APPLY(exact_order_id, reprosgd_test::spaces);
 
   TEST_CASE_TEMPLATE_DEFINE("every backend gives the same bits", Space, exact_backend_id) {
     const Rows rows = make_rows(8, 5000, -100, 100, 2);
     REPROSGD_CHECK_BITWISE_EQUAL(reduce<Space>(rows), reduce<Kokkos::Serial>(rows));
   }
-  TEST_CASE_TEMPLATE_APPLY(exact_backend_id, reprosgd_test::host_spaces);
+  TEST_CASE_TEMPLATE_APPLY(exact_backend_id, reprosgd_test::spaces);
 
   TEST_CASE("accuracy against a quad-precision reference") {
     // Rows of similar magnitude (a block's values within 2^20 of each other): the result is the

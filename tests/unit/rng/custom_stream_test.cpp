@@ -127,6 +127,6 @@ TEST_CASE_TEMPLATE_DEFINE("a user-namespace stream plugs into generic code on ev
   auto wp = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), uniform_weights<Space>(reprosgd::PhiloxStream(99), 3, n));
   CHECK(wp(0) == reprosgd::uniform_float(reprosgd::PhiloxStream(99).uint32({reprosgd::Purpose::init, 3, 0, 0, 0})));
 }
-TEST_CASE_TEMPLATE_APPLY(custom_stream, reprosgd_test::host_spaces);
+TEST_CASE_TEMPLATE_APPLY(custom_stream, reprosgd_test::spaces);
 
 }  // TEST_SUITE

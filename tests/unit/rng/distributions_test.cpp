@@ -190,6 +190,6 @@ TEST_CASE_TEMPLATE_DEFINE("conversions give the same bits on every backend", Spa
   }
   CHECK(mismatches == 0);
 }
-TEST_CASE_TEMPLATE_APPLY(distributions_backend, reprosgd_test::host_spaces);
+TEST_CASE_TEMPLATE_APPLY(distributions_backend, reprosgd_test::spaces);
 
 }  // TEST_SUITE

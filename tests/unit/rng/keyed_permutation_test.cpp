@@ -159,6 +159,6 @@ TEST_CASE_TEMPLATE_DEFINE("same (seed, epoch), same order on every backend", Spa
   CHECK(mismatches == 0);
   CHECK(out_h(0) == 20845u);
 }
-TEST_CASE_TEMPLATE_APPLY(keyed_permutation_backend, reprosgd_test::host_spaces);
+TEST_CASE_TEMPLATE_APPLY(keyed_permutation_backend, reprosgd_test::spaces);
 
 }  // TEST_SUITE

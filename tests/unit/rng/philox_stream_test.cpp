@@ -208,6 +208,6 @@ TEST_CASE_TEMPLATE_DEFINE("same coordinates, same words on every backend", Space
   }
   CHECK(mismatches == 0);
 }
-TEST_CASE_TEMPLATE_APPLY(philox_stream_backend, reprosgd_test::host_spaces);
+TEST_CASE_TEMPLATE_APPLY(philox_stream_backend, reprosgd_test::spaces);
 
 }  // TEST_SUITE
