@@ -104,6 +104,13 @@ std::string error_of(F&& f) {
   return "no error";
 }
 
+/// A snapshot header holding `config` (set field by field: -Wextra warns on partial designated initialisers).
+reprosgd::SnapshotInfo info_of(reprosgd::ConfigDescription config) {
+  reprosgd::SnapshotInfo info;
+  info.config = std::move(config);
+  return info;
+}
+
 /// A payload that claims a parameter View of `count` elements and holds `padding` bytes instead.
 struct ForgedPayload {
   std::uint64_t count;
@@ -250,7 +257,7 @@ TEST_SUITE("inference/model_file") {
     // A valid envelope whose header claims a huge architecture over a tiny payload.
     {
       auto config = reprosgd::detail::model_config({"dense(100000,100000,he)"}, 100000, 100000, false, false);
-      reprosgd::save_snapshot<reprosgd::PortableBinaryFormat>(bad, {.config = config}, ForgedPayload{8});
+      reprosgd::save_snapshot<reprosgd::PortableBinaryFormat>(bad, info_of(config), ForgedPayload{8});
       CHECK(error_of([&] { (void)reprosgd::read_model_info(bad); }) ==
             "reprosgd::read_model_info: " + at +
                 "the architecture needs 10000100000 floats but the 17-byte payload cannot hold them (a damaged or "
@@ -259,7 +266,7 @@ TEST_SUITE("inference/model_file") {
     // The right architecture, but a parameter View that claims 2^40 elements.
     {
       auto config = reprosgd::detail::model_config(model.describe(), 9, 4, false, false);
-      reprosgd::save_snapshot<reprosgd::PortableBinaryFormat>(bad, {.config = config}, ForgedPayload{std::uint64_t{1} << 40, 284 * 4});
+      reprosgd::save_snapshot<reprosgd::PortableBinaryFormat>(bad, info_of(config), ForgedPayload{std::uint64_t{1} << 40, 284 * 4});
       const std::string msg = error_of([&] { (void)reprosgd::load_model(bad, target); });
       CHECK(msg.starts_with("reprosgd::load_model: " + at));
       CHECK(msg.find("the checkpoint holds extents 1099511627776, the destination has 284") != std::string::npos);
@@ -287,7 +294,7 @@ TEST_SUITE("inference/model_file") {
       const reprosgd::ConfigDescription current = reprosgd::detail::model_config(model.describe(), 9, 4, false, false);
       for (const auto& [k, v] : current.entries())
         config.add(k, k == "model_version" ? "2" : v);
-      reprosgd::save_snapshot<reprosgd::PortableBinaryFormat>(bad, {.config = config}, ForgedPayload{0});
+      reprosgd::save_snapshot<reprosgd::PortableBinaryFormat>(bad, info_of(config), ForgedPayload{0});
       CHECK(error_of([&] { (void)reprosgd::load_model(bad, target); }) ==
             "reprosgd::load_model: " + at + "written by a newer ReproSGD (model file version 2, this build reads up to 1)");
       CHECK(untouched());
@@ -295,13 +302,13 @@ TEST_SUITE("inference/model_file") {
     // Not a model file: a training checkpoint, and a snapshot of something else.
     {
       reprosgd::save_snapshot<reprosgd::PortableBinaryFormat>(
-          bad, {.config = reprosgd::ConfigDescription{{"layer.0", "dense(9,20,he)"}, {"optimizer", "sgd(lr=0x1p-2)"}}},
+          bad, info_of(reprosgd::ConfigDescription{{"layer.0", "dense(9,20,he)"}, {"optimizer", "sgd(lr=0x1p-2)"}}),
           ForgedPayload{0});
       CHECK(error_of([&] { (void)reprosgd::load_model(bad, target); }) ==
             "reprosgd::load_model: " + at +
                 "a training checkpoint, not a model file (extract its model with reprosgd::extract_model, or "
                 "`predict --model CHECKPOINT --save-model FILE`)");
-      reprosgd::save_snapshot<reprosgd::PortableBinaryFormat>(bad, {.config = reprosgd::ConfigDescription{{"a", "b"}}},
+      reprosgd::save_snapshot<reprosgd::PortableBinaryFormat>(bad, info_of(reprosgd::ConfigDescription{{"a", "b"}}),
                                                               ForgedPayload{0});
       CHECK(error_of([&] { (void)reprosgd::read_model_info(bad); }) ==
             "reprosgd::read_model_info: " + at + "not a model file (its header has no \"kind\" entry)");
@@ -312,7 +319,7 @@ TEST_SUITE("inference/model_file") {
           "reprosgd::load_model: " + (dir / "none.rsgdm").string() + ": no such file");
     {
       auto config = reprosgd::detail::model_config({"dense(9,20,he)", "gelu", "dense(20,4,he)"}, 9, 4, false, false);
-      reprosgd::save_snapshot<reprosgd::PortableBinaryFormat>(bad, {.config = config}, ForgedPayload{0});
+      reprosgd::save_snapshot<reprosgd::PortableBinaryFormat>(bad, info_of(config), ForgedPayload{0});
       CHECK(error_of([&] { (void)reprosgd::read_model_info(bad); }) ==
             "reprosgd::read_model_info: " + at + "layer.1 is \"gelu\", not a layer this build knows");
     }
@@ -331,7 +338,12 @@ TEST_SUITE("inference/model_file") {
                             extract) {
     TempDir dir;
     const auto data = reprosgd::make_synthetic_train_test(3, 256, 64, 9, 4);
-    reprosgd::Trainer<reprosgd::Serial<Host>> trainer({.global_batch = 32, .micro_batch = 16, .steps = 5, .seed = 9});
+    reprosgd::TrainerOptions options;
+    options.global_batch = 32;
+    options.micro_batch = 16;
+    options.steps = 5;
+    options.seed = 9;
+    reprosgd::Trainer<reprosgd::Serial<Host>> trainer(options);
     const auto run = [&](const auto& opt) {
       Mlp model = make_mlp();
       auto state = trainer.start(model, opt);
