@@ -41,7 +41,7 @@ prepare() {
   local out=$1
   local cuda=${REPROSGD_CUDA_BUILD:-$root/build-variants/kokkos4-cuda}
   local host=${REPROSGD_HOST_TRAIN_MLP:-$root/build/apps/train_mlp}
-  local tests=${REPROSGD_DEVICE_UNIT_TESTS:-unit_kernels unit_optim unit_nn unit_reduction unit_rng unit_math unit_data unit_trainer}
+  local tests=${REPROSGD_DEVICE_UNIT_TESTS:-unit_kernels unit_optim unit_nn unit_reduction unit_rng unit_math unit_data unit_trainer unit_inference}
   [ -x "$cuda/apps/train_mlp" ] || { echo "device_check: no CUDA build in $cuda (scripts/build.sh --variants makes it when setup found CUDA)" >&2; exit 2; }
   [ -x "$host" ] || { echo "device_check: no CPU train_mlp at $host" >&2; exit 2; }
   rm -rf "$out"

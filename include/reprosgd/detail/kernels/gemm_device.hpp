@@ -8,6 +8,8 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cstddef>
+
 REPROSGD_BEGIN_NAMESPACE
 namespace detail {
 
