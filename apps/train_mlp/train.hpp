@@ -286,7 +286,7 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
   progress.finish();
   if (save_now && saved_at != state.step) save_now();
   if (!c.save_model.empty()) {
-    save_trained_model(trainer.parallelism(), model, state.optimizer, state.step, c.save_model, c.format);
+    save_model_in_format(trainer, model, state, c.save_model, c.format);
     if (!c.quiet && printing_rank(trainer.parallelism()) == 0) std::printf("model saved to %s\n", c.save_model.c_str());
   }
   const std::string fp = trainer.fingerprint(model, state).hex();

@@ -44,3 +44,4 @@
 #include <reprosgd/inference/model_file.hpp>
 #include <reprosgd/inference/normalization.hpp>
 #include <reprosgd/inference/predict.hpp>
+#include <reprosgd/inference/save_trained.hpp>

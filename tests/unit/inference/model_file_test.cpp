@@ -10,6 +10,7 @@
 #include <reprosgd/inference/architecture.hpp>
 #include <reprosgd/inference/model_file.hpp>
 #include <reprosgd/inference/predict.hpp>
+#include <reprosgd/inference/save_trained.hpp>
 #include <reprosgd/nn/activation.hpp>
 #include <reprosgd/nn/dense.hpp>
 #include <reprosgd/nn/dropout.hpp>
@@ -375,4 +376,32 @@ TEST_SUITE("inference/model_file") {
     run(reprosgd::Sgd{{.lr = 0.05f}});
   }
   TEST_CASE_TEMPLATE_APPLY(extract, all_formats);
+
+  TEST_CASE_TEMPLATE_DEFINE("save_trained_model: the trained parameters and step, the bytes of save_model", F,
+                            save_trained) {
+    TempDir dir;
+    const auto data = reprosgd::make_synthetic_train_test(4, 256, 64, 9, 4);
+    reprosgd::TrainerOptions options;
+    options.global_batch = 32;
+    options.micro_batch = 16;
+    options.steps = 6;
+    options.seed = 21;
+    reprosgd::Trainer<reprosgd::Serial<Host>> trainer(options);
+    const reprosgd::Adam adam{{.lr = 1e-2f}};
+    Mlp model = make_mlp();
+    auto state = trainer.start(model, adam);
+    trainer.fit(model, adam, state, data.train);
+    reprosgd::save_trained_model<F>(trainer, dir / "trained.rsgdm", model, state);
+    CHECK(reprosgd::read_model_info(dir / "trained.rsgdm").snapshot.step == 6);
+    Mlp loaded = make_mlp();
+    (void)reprosgd::load_model(dir / "trained.rsgdm", loaded);
+    REPROSGD_CHECK_BITWISE_EQUAL(loaded.parameters(), model.parameters());
+    // One process: the same bytes as save_model of the model itself at that step.
+    reprosgd::save_model<F>(dir / "direct.rsgdm", model, reprosgd::Normalization{}, 6);
+    CHECK(read_bytes(dir / "trained.rsgdm") == read_bytes(dir / "direct.rsgdm"));
+    // An unwritable path fails on the (only) rank with the atomic writer's error, nothing written.
+    CHECK_THROWS_AS(reprosgd::save_trained_model<F>(trainer, dir / "no" / "such" / "dir" / "m.rsgdm", model, state),
+                    reprosgd::io_error);
+  }
+  TEST_CASE_TEMPLATE_APPLY(save_trained, all_formats);
 }
