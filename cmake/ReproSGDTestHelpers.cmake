@@ -14,6 +14,22 @@ function(reprosgd_add_unit_test name)
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
 endfunction()
 
+# reprosgd_mpiexec_test_flags(): sets the cache variable REPROSGD_MPIEXEC_TEST_FLAGS (below) once.
+# tests/CMakeLists.txt calls it before any test folder, so that every folder's launcher has the
+# flags whatever order the folders are configured in (a folder that builds its launcher before
+# tests/mpi added a test would otherwise get none on a fresh configure).
+function(reprosgd_mpiexec_test_flags)
+  if(NOT DEFINED REPROSGD_MPIEXEC_TEST_FLAGS)
+    set(flags)
+    execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE version ERROR_VARIABLE version
+                    RESULT_VARIABLE rc TIMEOUT 30)
+    if(version MATCHES "Open MPI|OpenRTE")
+      set(flags --oversubscribe)
+    endif()
+    set(REPROSGD_MPIEXEC_TEST_FLAGS "${flags}" CACHE STRING "mpiexec flags for ReproSGD's MPI tests")
+  endif()
+endfunction()
+
 # reprosgd_add_mpi_test(target nprocs [ULFM] [TIMEOUT s] [NAME n] [ARGS a...]): run target under mpiexec.
 # With Open MPI (its mpiexec --version names "Open MPI" or "OpenRTE") the launch adds
 # REPROSGD_MPIEXEC_TEST_FLAGS (default --oversubscribe: CI machines have 2 cores and the tests use
@@ -24,15 +40,7 @@ function(reprosgd_add_mpi_test target nprocs)
   if(NOT ARG_NAME)
     set(ARG_NAME ${target}_np${nprocs})
   endif()
-  if(NOT DEFINED REPROSGD_MPIEXEC_TEST_FLAGS)
-    set(flags)
-    execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE version ERROR_VARIABLE version
-                    RESULT_VARIABLE rc TIMEOUT 30)
-    if(version MATCHES "Open MPI|OpenRTE")
-      set(flags --oversubscribe)
-    endif()
-    set(REPROSGD_MPIEXEC_TEST_FLAGS "${flags}" CACHE STRING "mpiexec flags for ReproSGD's MPI tests")
-  endif()
+  reprosgd_mpiexec_test_flags()
   set(ft)
   set(labels mpi)
   if(ARG_ULFM)
