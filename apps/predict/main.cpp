@@ -9,6 +9,8 @@
 /// every --threads and --backend; floats are printed in their shortest round-trip form. On an
 /// error: one line on standard error and the exit codes of train_mlp (2 usage/configuration,
 /// 3 data, 4 numerics, 5 I/O, 6 model file/checkpoint, 1 anything else).
+#include "../exit_code.hpp"
+
 #include <reprosgd/checkpoint/float_text.hpp>
 #include <reprosgd/checkpoint/formats.hpp>
 #include <reprosgd/data/csv_reader.hpp>
@@ -61,18 +63,7 @@ struct Samples {
   HostMatrix targets;       // regression: one row per sample, or empty
 };
 
-// The same exit codes as train_mlp (apps/train_mlp/train.hpp).
-int exit_code(const reprosgd::error& e) {
-  switch (e.code()) {
-    case reprosgd::errc::invalid_configuration: return 2;
-    case reprosgd::errc::invalid_data: return 3;
-    case reprosgd::errc::numerical_error: return 4;
-    case reprosgd::errc::io_error: return 5;
-    case reprosgd::errc::checkpoint_invalid: return 6;
-    case reprosgd::errc::process_failed: return 7;
-    default: return 1;
-  }
-}
+using reprosgd_apps::exit_code;  // the same exit codes as train_mlp (../exit_code.hpp)
 const char* without_prefix(const char* what) {
   const char prefix[] = "predict: ";
   return std::strncmp(what, prefix, sizeof prefix - 1) == 0 ? what + sizeof prefix - 1 : what;

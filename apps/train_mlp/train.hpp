@@ -8,6 +8,7 @@
 #include <reprosgd/reprosgd.hpp>
 #include <reprosgd/fault/failure_injection.hpp>
 #include <reprosgd/reduction/native.hpp>
+#include "../exit_code.hpp"
 #include "save_model.hpp"  // --save-model FILE
 #if REPROSGD_HAS_MPI
 #include <reprosgd/parallel/data_parallel.hpp>
@@ -144,17 +145,7 @@ inline const char* without_prefix(const char* what) {
   return std::strncmp(what, prefix, sizeof prefix - 1) == 0 ? what + sizeof prefix - 1 : what;
 }
 
-inline int exit_code(const reprosgd::error& e) {
-  switch (e.code()) {
-    case reprosgd::errc::invalid_configuration: return 2;
-    case reprosgd::errc::invalid_data: return 3;
-    case reprosgd::errc::numerical_error: return 4;
-    case reprosgd::errc::io_error: return 5;
-    case reprosgd::errc::checkpoint_invalid: return 6;
-    case reprosgd::errc::process_failed: return 7;
-    default: return 1;
-  }
-}
+using reprosgd_apps::exit_code;  // ../exit_code.hpp, shared with predict
 
 inline std::vector<int> parse_layers(const std::string& text) {
   std::vector<int> widths;

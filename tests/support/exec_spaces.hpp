@@ -59,8 +59,4 @@ struct concat<std::tuple<A...>, std::tuple<B...>> {
 /// device; running them needs a GPU (scripts/device_check.sh).
 using spaces = concat<host_spaces, device_spaces>::type;
 
-/// Whether Space computes on the host (its data can be read without a copy).
-template <class Space>
-inline constexpr bool on_host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Space::memory_space>::accessible;
-
 }  // namespace reprosgd_test

@@ -279,7 +279,7 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_nn_bias gives the bits of gemm_nn followed by th
     Kokkos::deep_copy(got, c);
     CHECK(bit_differences(got, expected) == 0);
 #if REPROSGD_IMPL_GEMM_HOST_KERNEL
-    if constexpr (reprosgd_test::on_host<Space>) {
+    if constexpr (reprosgd::detail::is_host_space_v<Space>) {
       const reprosgd::detail::gemm_host::Operand ao{a.data(), s.k, 1}, bo{b.data(), s.n, 1};
       for (const int threads : {2, 3, 5, 8}) {
         CAPTURE(threads);
