@@ -33,6 +33,7 @@
 #include <reprosgd/trainer/sharding.hpp>
 #include <reprosgd/trainer/state.hpp>
 #include <reprosgd/trainer/step.hpp>
+#include <reprosgd/trainer/trace.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -319,6 +320,7 @@ class Trainer {
     if (run.schedule.kind == ScheduleKind::cosine && run.schedule.total_steps == 0) run.schedule.total_steps = run.total;
     run.schedule.check();
     lay_out(run, model);
+    trace_.start(par_, options_, model, describe(model, opt, train), state.step);
     run.result.steps = state.step;
     if constexpr (buddy_snapshots) recovery_.refresh(par_, model, state.optimizer, state.step);
     run.stage = Stage::compute;
@@ -373,6 +375,7 @@ class Trainer {
     if (recovery_.pending()) {
       const FailureEvent event = recovery_.finish(detail::world_rank_of(par_));
       run.result.failures.push_back(event);
+      trace_.failure(par_, event);
       (detail::call_failure(callbacks, event), ...);
     }
     if (recovery_.replay_until > 0) {  // a step replayed after a rollback: its other stages ran before the failure
@@ -393,6 +396,10 @@ class Trainer {
     const std::uint64_t done = state.step;  // steps completed, the last one being run.last.step
     const auto spe = static_cast<std::uint64_t>(run.steps_per_epoch);
     if (run.stage == Stage::callbacks) {
+      // The step's trace line: written here, once the update is committed on every rank and before
+      // anything that can send the survivors of a failure back to an earlier stage, so a replayed
+      // step's line appears once.
+      if (trace_.enabled()) trace_step(run, model, state);
       ((run.stop = detail::call_step_end(callbacks, run.last) || run.stop), ...);
       run.stage = Stage::epoch_end;
     }
@@ -404,6 +411,7 @@ class Trainer {
       // A stop requested on any rank (a callback, e.g. one watching the wall clock, may decide
       // differently on different ranks) stops every rank at the same step — decided before
       // the checkpoint stage, so that all ranks agree on whether this step is checkpointed.
+      trace_.check(par_);  // a trace write error ends the run on every rank
       if (options_.stop_after > 0 && static_cast<long>(done) == options_.stop_after) run.stop = true;
       run.stop = !par_.agree(!run.stop);
       run.stage = Stage::checkpoint;
@@ -431,6 +439,7 @@ class Trainer {
       em.test = evaluate(model, *test);
       // Close the evaluation's collectives with an agreement before any callback runs.
       if constexpr (RecoverableParallelism<Par>) (void)par_.agree(true);
+      trace_.evaluation(par_, em);
     }
     em.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run.epoch_start).count();
     ((run.stop = detail::call_epoch_end(callbacks, em) || run.stop), ...);
@@ -438,6 +447,19 @@ class Trainer {
     run.result.epochs = run.last.epoch + 1;
     run.epoch_steps.clear();
     run.epoch_start = std::chrono::steady_clock::now();
+  }
+
+  // The trace line of the step just committed (run.last). Under model parallelism the shards are
+  // gathered; with ULFM an agreement closes the gather before the line is written, so survivors
+  // that redo this stage after a failure write it once.
+  template <class Model, Optimizer Opt>
+  void trace_step(const FitRun& run, Model& model, const TrainState<Opt, memory_space>& state) {
+    if constexpr (ShardedParallelism<Par> && RecoverableParallelism<Par>) {
+      trace_.step(par_, sharding_, model, state.optimizer, step_.grad_sum(), run.last, run.M,
+                  [this] { (void)par_.agree(true); });
+    } else {
+      trace_.step(par_, sharding_, model, state.optimizer, step_.grad_sum(), run.last, run.M, [] {});
+    }
   }
 
   // A collective failed in some stage (it may have succeeded elsewhere): act as the fault policy says.
@@ -497,6 +519,7 @@ class Trainer {
   detail::StepPipeline<Par, Rng> step_;
   detail::Sharding<Par> sharding_;
   detail::Recovery<Par, Fault> recovery_;
+  detail::Tracer<Par> trace_;
 };
 
 /// A Trainer that continues on the survivors when ranks die (ULFM): the default RNG and

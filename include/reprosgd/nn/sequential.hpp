@@ -135,6 +135,10 @@ class BasicSequential {
   [[nodiscard]] std::size_t parameter_count() const noexcept { return offsets_[depth]; }
   /// Parameters of the whole model (what checkpoints and fingerprints hold).
   [[nodiscard]] std::size_t canonical_parameter_count() const noexcept { return canonical_offsets_[depth]; }
+  /// Where layer `layer`'s parameters start in the whole model's buffer (layer == depth: the end).
+  [[nodiscard]] std::size_t canonical_parameter_offset(std::size_t layer) const noexcept {
+    return canonical_offsets_[layer];
+  }
 
   /**
    * Where model rank q's shard (of this object's group size) lies in the whole model's buffer:

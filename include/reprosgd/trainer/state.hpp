@@ -33,6 +33,15 @@ struct TrainState {
   std::uint64_t step = 0;  ///< global steps completed
 };
 
+/**
+ * How much a trace (TrainerOptions::trace) records per step (docs/diagnosis.md). Each level
+ * records everything the levels before it do; the order is what `>=` compares.
+ */
+enum class TraceLevel : int {
+  step = 0,   ///< the step's micro-batches, loss bits and the fingerprint of the whole state
+  layer = 1,  ///< also, per layer, the fingerprints of its parameters, reduced gradient and optimizer state
+};
+
 /// Options of a Trainer (aggregate: use designated initialisers).
 struct TrainerOptions {
   long global_batch = 128;   ///< B: samples per optimisation step (the same for any rank count)
@@ -55,6 +64,11 @@ struct TrainerOptions {
   /// of every rank's shard (a lost rank's shard is restored from its buddy and the steps since
   /// the snapshot are replayed; docs/parallelism.md).
   long buddy_every = 50;
+  /// When set, fit() writes a determinism trace there (JSON lines, one rank writes; appended to
+  /// after a resume): the same bytes for any threads, backend and rank count (docs/diagnosis.md).
+  /// Empty: no trace, nothing computed.
+  std::string trace;
+  TraceLevel trace_level = TraceLevel::step;  ///< what each line of the trace records
 };
 
 namespace detail {
@@ -77,6 +91,8 @@ inline std::string options_problem(const TrainerOptions& o) {
   if (o.stop_after < 0) return who + "stop_after must be >= 0";
   if (o.min_ranks < 1) return who + "min_ranks must be >= 1, got " + std::to_string(o.min_ranks);
   if (o.buddy_every < 1) return who + "buddy_every must be >= 1, got " + std::to_string(o.buddy_every);
+  if (o.trace_level != TraceLevel::step && o.trace_level != TraceLevel::layer)
+    return who + "trace_level " + std::to_string(static_cast<int>(o.trace_level)) + " is not a TraceLevel";
   return {};
 }
 

@@ -1,0 +1,451 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file The determinism trace (TrainerOptions::trace): one JSON line per committed step, per
+/// evaluation and per recovered failure, after a header line with the run's configuration, so
+/// that two runs which should agree can be compared line by line and the first step, layer and
+/// tensor where they part found (apps/reprosgd_diff, docs/diagnosis.md).
+///
+/// Everything in a trace is a function of the configuration and the bits of the run: no time, no
+/// rank count, no host name. Fingerprints are taken in the canonical (one-process) layout — under
+/// model parallelism the shards are gathered as for a checkpoint — so the file does not depend on
+/// threads, backend, rank count or grid. One rank writes it (the one that writes checkpoints); each
+/// line is one write(2) on a file opened for appending, so a process killed between lines leaves
+/// whole lines, and the survivor that takes over after a lost rank appends to the same file.
+#pragma once
+
+#include <reprosgd/concepts/parallelism.hpp>
+#include <reprosgd/config.hpp>
+#include <reprosgd/error.hpp>
+#include <reprosgd/fingerprint.hpp>
+#include <reprosgd/trainer/agreement.hpp>
+#include <reprosgd/trainer/metrics.hpp>
+#include <reprosgd/trainer/sharding.hpp>
+#include <reprosgd/trainer/state.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <string>
+#include <string_view>
+#include <sys/stat.h>
+#include <type_traits>
+#include <unistd.h>
+#include <utility>
+#include <vector>
+
+REPROSGD_BEGIN_NAMESPACE
+
+/// The version of the trace format written in every header line (docs/diagnosis.md).
+inline constexpr int trace_format_version = 1;
+
+/// "step" or "layer": the name of a TraceLevel in a trace's header and on train_mlp's command line.
+[[nodiscard]] inline const char* trace_level_name(TraceLevel level) noexcept {
+  return level == TraceLevel::layer ? "layer" : "step";
+}
+
+/// The fingerprints of one layer's part of the canonical state at one step (a trace's `layer` level).
+struct LayerFingerprints {
+  std::size_t layer = 0;   ///< index in the Sequential (layers without parameters are left out)
+  Fingerprint parameters;  ///< the layer's parameters after the update
+  Fingerprint gradient;    ///< its part of the reduced gradient (after the reduction, before the update)
+  /// Its part of every non-empty optimizer state buffer, by the state's visit() names (Adam: "m",
+  /// "v"; SGD with momentum: "velocity"). Scalars (step counts) are in the whole-state fingerprint.
+  std::vector<std::pair<std::string, Fingerprint>> optimizer;
+};
+
+namespace detail {
+
+/// The bytes of elements [begin, end) of a host-accessible contiguous buffer, as a fingerprint.
+template <class HostView>
+Fingerprint fingerprint_range(const HostView& v, std::size_t begin, std::size_t end) {
+  FingerprintBuilder b;
+  if (end > begin) b.add(Kokkos::subview(v, Kokkos::make_pair(begin, end)));
+  return b.finish();
+}
+
+}  // namespace detail
+
+/**
+ * Per layer with parameters, the fingerprints of its slice of the canonical parameters, reduced
+ * gradient and optimizer state buffers (the slices [canonical_parameter_offset(l),
+ * canonical_parameter_offset(l + 1))). The arguments are in the one-process layout: a whole
+ * model's, or the canonical copies Sharding::collect gathers. Local; copies device buffers to the
+ * host once each.
+ *
+ * @param model    a Sequential (its canonical layer offsets are used; it may be a shard)
+ * @param params   the canonical parameters
+ * @param gradient the canonical reduced gradient (same length)
+ * @param optimizer_state  an optimizer state_type in the canonical layout
+ */
+template <class Model, class Params, class Grad, class State>
+  requires Kokkos::is_view<Params>::value && Kokkos::is_view<Grad>::value
+[[nodiscard]] std::vector<LayerFingerprints> layer_fingerprints(const Model& model, const Params& params,
+                                                                const Grad& gradient, const State& optimizer_state) {
+  const auto p = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), params);
+  const auto g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), gradient);
+  std::vector<std::pair<const char*, Kokkos::View<const float*, Kokkos::HostSpace>>> buffers;
+  optimizer_state.visit([&](const char* name, const auto& x) {
+    if constexpr (Kokkos::is_view<std::remove_cvref_t<decltype(x)>>::value)
+      if (x.extent(0) > 0) buffers.emplace_back(name, Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x));
+  });
+  std::vector<LayerFingerprints> out;
+  for (std::size_t l = 0; l < Model::depth; ++l) {
+    const std::size_t begin = model.canonical_parameter_offset(l), end = model.canonical_parameter_offset(l + 1);
+    if (end == begin) continue;
+    LayerFingerprints f;
+    f.layer = l;
+    f.parameters = detail::fingerprint_range(p, begin, end);
+    f.gradient = detail::fingerprint_range(g, begin, end);
+    for (const auto& [name, buffer] : buffers) f.optimizer.emplace_back(name, detail::fingerprint_range(buffer, begin, end));
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+namespace detail {
+
+/// `s` as a JSON string literal (quotes, backslashes and control characters escaped).
+inline std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+/// The 64 bits of `v` as 16 lowercase hex digits.
+inline std::string double_bits(double v) {
+  std::uint64_t u;
+  std::memcpy(&u, &v, sizeof u);
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(u));
+  return buf;
+}
+
+/// `v` with enough digits to read back the same double (null for NaN and infinities).
+inline std::string exact_number(double v) {
+  if (v != v || v > 1.7976931348623157e308 || v < -1.7976931348623157e308) return "null";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+/// The header line of a trace: format version, level, the layers (index, description, parameter
+/// count) and the configuration that determines the bits (Trainer::describe), all in the order given.
+inline std::string trace_header(TraceLevel level, const std::vector<std::string>& layers,
+                                const std::vector<std::size_t>& layer_parameters,
+                                const std::vector<std::pair<std::string, std::string>>& config) {
+  std::string s = "{\"trace\":\"reprosgd\",\"version\":" + std::to_string(trace_format_version) + ",\"level\":\"" +
+                  trace_level_name(level) + "\",\"layers\":[";
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    if (i > 0) s += ',';
+    s += "{\"layer\":" + std::to_string(i) + ",\"description\":" + json_string(layers[i]) +
+         ",\"parameters\":" + std::to_string(layer_parameters[i]) + "}";
+  }
+  s += "],\"config\":{";
+  for (std::size_t i = 0; i < config.size(); ++i) {
+    if (i > 0) s += ',';
+    s += json_string(config[i].first) + ":" + json_string(config[i].second);
+  }
+  return s + "}}\n";
+}
+
+/// A step line: the step, its epoch, its global micro-batch ids [step*M, (step+1)*M), the loss
+/// (bits and value), the whole state's fingerprint and, at layer level, the layers' fingerprints.
+inline std::string trace_step_line(const StepMetrics& m, long M, const Fingerprint& state,
+                                   const std::vector<LayerFingerprints>* layers) {
+  const auto first = m.step * static_cast<std::uint64_t>(M);
+  std::string s = "{\"event\":\"step\",\"step\":" + std::to_string(m.step) + ",\"epoch\":" + std::to_string(m.epoch) +
+                  ",\"micro_batches\":[" + std::to_string(first) + "," + std::to_string(first + static_cast<std::uint64_t>(M)) +
+                  "],\"loss_bits\":\"" + double_bits(m.loss) + "\",\"loss\":" + exact_number(m.loss) + ",\"state\":\"" +
+                  state.hex() + "\"";
+  if (layers) {
+    s += ",\"layers\":[";
+    for (std::size_t i = 0; i < layers->size(); ++i) {
+      const LayerFingerprints& f = (*layers)[i];
+      if (i > 0) s += ',';
+      s += "{\"layer\":" + std::to_string(f.layer) + ",\"parameters\":\"" + f.parameters.hex() + "\",\"gradient\":\"" +
+           f.gradient.hex() + "\",\"optimizer\":{";
+      for (std::size_t j = 0; j < f.optimizer.size(); ++j) {
+        if (j > 0) s += ',';
+        s += json_string(f.optimizer[j].first) + ":\"" + f.optimizer[j].second.hex() + "\"";
+      }
+      s += "}}";
+    }
+    s += "]";
+  }
+  return s + "}\n";
+}
+
+/// An evaluation line: after step `m.step - 1`, the test set's size, correct count and loss.
+inline std::string trace_evaluation_line(const EpochMetrics& m) {
+  return "{\"event\":\"evaluation\",\"step\":" + std::to_string(m.step - 1) + ",\"epoch\":" + std::to_string(m.epoch) +
+         ",\"samples\":" + std::to_string(m.test.count) + ",\"correct\":" + std::to_string(m.test.correct) +
+         ",\"loss_bits\":\"" + double_bits(m.test.loss) + "\",\"loss\":" + exact_number(m.test.loss) + "}\n";
+}
+
+/// A failure line: the step that was in progress, who was lost, and from where the state came back.
+/// Informational: the diff tool skips failure lines (a run with a failure equals one without).
+inline std::string trace_failure_line(const FailureEvent& e) {
+  std::string ranks;
+  for (const int r : e.lost_ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+  return "{\"event\":\"failure\",\"step\":" + std::to_string(e.step) + ",\"lost_ranks\":[" + ranks +
+         "],\"ranks_before\":" + std::to_string(e.old_size) + ",\"ranks_after\":" + std::to_string(e.new_size) +
+         ",\"restored_from\":" + json_string(e.restored_from) + ",\"resumed_from\":" + std::to_string(e.resumed_from) +
+         "}\n";
+}
+
+/// The "step" of a trace line this library wrote (every line but the header has one), or -1.
+inline long long trace_line_step(std::string_view line) {
+  const std::string_view key = "\"step\":";
+  const auto at = line.find(key);
+  if (at == std::string_view::npos) return -1;
+  long long v = 0;
+  std::size_t i = at + key.size();
+  if (i >= line.size() || line[i] < '0' || line[i] > '9') return -1;
+  for (; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i) v = v * 10 + (line[i] - '0');
+  return v;
+}
+
+/**
+ * The trace file on the rank that writes it. open() starts a run's trace: a fresh one (step 0)
+ * replaces the file with the header; a resumed one (step R > 0) keeps the header and the lines
+ * of steps before R, drops the rest (steps a killed run wrote after its last checkpoint, or a
+ * torn last line), and appends from there. append() writes one whole line with one write(2)
+ * (opening the file for appending first on a rank that takes over after a lost rank 0); an error
+ * is kept for check(), which the Trainer runs inside an agreement.
+ */
+class TraceFile {
+ public:
+  TraceFile() = default;
+  TraceFile(const TraceFile&) = delete;
+  TraceFile& operator=(const TraceFile&) = delete;
+  TraceFile(TraceFile&& o) noexcept : path_(std::move(o.path_)), fd_(std::exchange(o.fd_, -1)), error_(std::move(o.error_)) {}
+  TraceFile& operator=(TraceFile&& o) noexcept {
+    if (this != &o) {
+      close();
+      path_ = std::move(o.path_);
+      fd_ = std::exchange(o.fd_, -1);
+      error_ = std::move(o.error_);
+    }
+    return *this;
+  }
+  ~TraceFile() { close(); }
+
+  /// Start the trace at `path` for a run at step `step` with this `header` line.
+  /// @throws io_error (cannot read or write) / config_error (the file is another run's trace)
+  void open(const std::string& path, const std::string& header, std::uint64_t step) {
+    close();
+    path_ = path;
+    error_.clear();
+    std::string keep = header;
+    if (step > 0) {
+      std::string old;
+      if (read_all(path, old) && !old.empty()) {
+        const auto end_of_header = old.find('\n');
+        if (end_of_header == std::string::npos || std::string_view(old).substr(0, end_of_header + 1) != header)
+          throw config_error("reprosgd::Trainer::fit: the trace " + path +
+                             " was written by another configuration or trace level (its header differs); resuming "
+                             "would mix two runs in one trace: remove it or choose another path");
+        std::size_t at = end_of_header + 1;
+        while (at < old.size()) {
+          const auto nl = old.find('\n', at);
+          if (nl == std::string::npos) break;  // a torn last line
+          const long long s = trace_line_step(std::string_view(old).substr(at, nl - at));
+          if (s < 0 || static_cast<std::uint64_t>(s) >= step) break;
+          at = nl + 1;
+        }
+        keep = old.substr(0, at);
+      }
+    }
+    // Replace the file's contents with what is kept (a fresh run: the header alone).
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw io_error("reprosgd::Trainer::fit: cannot open the trace " + path + ": " + std::strerror(errno));
+    if (!write_all(keep)) {
+      const std::string why = std::strerror(errno);
+      close();
+      throw io_error("reprosgd::Trainer::fit: cannot write the trace " + path + ": " + why);
+    }
+    close();
+    reopen();
+    if (fd_ < 0) throw io_error("reprosgd::Trainer::fit: cannot open the trace " + path + ": " + std::strerror(errno));
+  }
+
+  /// Append one line (ending in '\n'); on a rank that takes over, open the file for appending first.
+  void append(const std::string& line) {
+    if (!error_.empty()) return;
+    if (fd_ < 0) reopen();
+    if (fd_ < 0 || !write_all(line))
+      error_ = "reprosgd::Trainer::fit: cannot write the trace " + path_ + ": " + std::strerror(errno);
+  }
+  /// Set the path a rank that takes over appends to (every rank knows it, only the writer opens it).
+  void set_path(const std::string& path) { path_ = path; }
+
+  /// @throws io_error when a line could not be written.
+  void check() const {
+    if (!error_.empty()) throw io_error(error_);
+  }
+
+ private:
+  void reopen() { fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644); }
+  void close() noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  bool write_all(std::string_view s) {
+    while (!s.empty()) {
+      const ssize_t n = ::write(fd_, s.data(), s.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return false;
+      }
+      s.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+  static bool read_all(const std::string& path, std::string& out) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) return false;
+      throw io_error("reprosgd::Trainer::fit: cannot read the trace " + path + ": " + std::strerror(errno));
+    }
+    char buf[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        const std::string why = std::strerror(errno);
+        ::close(fd);
+        throw io_error("reprosgd::Trainer::fit: cannot read the trace " + path + ": " + why);
+      }
+      if (n == 0) break;
+      out.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    return true;
+  }
+
+  std::string path_;
+  int fd_ = -1;
+  std::string error_;
+};
+
+/**
+ * The Trainer's side of the trace: what to record at each point of fit(), on which rank, in the
+ * canonical layout. Every member does nothing when no trace is configured. Members that gather
+ * shards are @collective over the model group (model parallelism); none is otherwise.
+ */
+template <Parallelism Par>
+class Tracer {
+ public:
+  [[nodiscard]] bool enabled() const noexcept { return !path_.empty(); }
+
+  /// Start a trace for fit() at `step` (the file is rewritten on the writing rank; its errors are
+  /// agreed, so every rank throws together). @collective
+  template <class Model>
+  void start(Par& par, const TrainerOptions& o, const Model& model,
+             const std::vector<std::pair<std::string, std::string>>& config, std::uint64_t step) {
+    path_ = o.trace;
+    level_ = o.trace_level;
+    if (!enabled()) return;
+    file_.set_path(path_);
+    agreed(par, "reprosgd::Trainer::fit", [&] {
+      if (!writes(par, model)) return;
+      std::vector<std::size_t> counts;
+      for (std::size_t l = 0; l < Model::depth; ++l)
+        counts.push_back(model.canonical_parameter_offset(l + 1) - model.canonical_parameter_offset(l));
+      file_.open(path_, trace_header(level_, model.describe(), counts, config), step);
+    });
+  }
+
+  /// The line of a committed step: `m` its metrics, M its micro-batch count, `gradient` this
+  /// rank's reduced gradient (the shard's under model parallelism). `gathered()` runs on every
+  /// rank once the shards are gathered, before the line is written (the Trainer closes the gather
+  /// with an agreement there under ULFM). @collective over the model group
+  template <class Model, class State, class Grad, class Gathered>
+  void step(Par& par, Sharding<Par>& sharding, const Model& model, const State& optimizer_state, const Grad& gradient,
+            const StepMetrics& m, long M, Gathered&& gathered) {
+    if (!enabled()) return;
+    const bool writer = writes(par, model);
+    if (level_ >= TraceLevel::layer) {
+      WithGradient<Grad, State> both{gradient, optimizer_state};
+      const auto canonical = sharding.collect(par, model, both);
+      gathered();
+      if (!writer) return;
+      const auto layers = layer_fingerprints(model, canonical.params, canonical.state.gradient, canonical.state.optimizer);
+      file_.append(trace_step_line(m, M, whole(canonical.params, canonical.state.optimizer), &layers));
+    } else if (Sharding<Par>::is_shard(model)) {
+      const auto canonical = sharding.collect(par, model, optimizer_state);
+      gathered();
+      if (writer) file_.append(trace_step_line(m, M, whole(canonical.params, canonical.state), nullptr));
+    } else {
+      gathered();
+      if (writer) file_.append(trace_step_line(m, M, whole(model.parameters(), optimizer_state), nullptr));
+    }
+  }
+
+  /// The line of an evaluation at the end of an epoch (written by the rank that wrote the last step line).
+  void evaluation(Par& par, const EpochMetrics& m) {
+    if (enabled() && m.evaluated && writes_now(par)) file_.append(trace_evaluation_line(m));
+  }
+  /// The line of a failure recovered from (after the first step that followed it).
+  void failure(Par& par, const FailureEvent& e) {
+    if (enabled() && writes_now(par)) file_.append(trace_failure_line(e));
+  }
+  /// A write error on the writing rank throws io_error on every rank. @collective (when tracing)
+  void check(Par& par) {
+    if (enabled()) agreed(par, "reprosgd::Trainer::fit", [&] { file_.check(); });
+  }
+
+ private:
+  // The reduced gradient beside the optimizer state, so that one Sharding::collect gathers both.
+  template <class Grad, class State>
+  struct WithGradient {
+    Grad gradient;
+    State optimizer;
+    template <class F>
+    void visit(F&& f) const {
+      f("gradient", gradient);
+      optimizer.visit(f);
+    }
+    template <class F>
+    void visit(F&& f) {
+      f("gradient", gradient);
+      optimizer.visit(f);
+    }
+  };
+
+  // The whole state's fingerprint, as Trainer::fingerprint computes it.
+  template <class Params, class State>
+  static Fingerprint whole(const Params& params, const State& optimizer_state) {
+    FingerprintBuilder b;
+    b.add(params);
+    optimizer_state.visit([&](const char*, const auto& x) { b.add(x); });
+    return b.finish();
+  }
+  // The rank that writes: the one that writes checkpoints, which holds the canonical state.
+  template <class Model>
+  static bool writes(Par& par, const Model& model) {
+    return Sharding<Par>::writes_checkpoints(par) && Sharding<Par>::holds_canonical(model);
+  }
+  static bool writes_now(Par& par) { return Sharding<Par>::writes_checkpoints(par); }
+
+  std::string path_;
+  TraceLevel level_ = TraceLevel::step;
+  TraceFile file_;
+};
+
+}  // namespace detail
+REPROSGD_END_NAMESPACE
