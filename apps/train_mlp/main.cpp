@@ -198,6 +198,14 @@ int main(int argc, char** argv) {
   app.add_option("--backend", c.backend, "serial | openmp | threads | cuda (as built)");
   app.add_option("--threads", c.threads, "host threads (0: Kokkos default)");
   app.add_option("--metrics", c.metrics, "write JSON lines of step and epoch metrics to FILE");
+  app.add_option("--trace", c.trace,
+                 "write a determinism trace to FILE: a JSON line per step and evaluation with the loss bits and "
+                 "fingerprints, the same bytes for any threads, backend and rank count; compare two with "
+                 "reprosgd_diff (docs/diagnosis.md)");
+  app.add_option("--trace-level", c.trace_level,
+                 "step (the whole state's fingerprint) | layer (also each layer's parameters, reduced gradient and "
+                 "optimizer state)")
+      ->check(CLI::IsMember({"step", "layer"}));
   app.add_option("--train-samples", c.train_samples, "use only the first N training samples");
   app.add_option("--test-samples", c.test_samples, "use only the first N test samples");
   app.add_option("--synthetic-train", c.synthetic_train, "synthetic data: training samples");

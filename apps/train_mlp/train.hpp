@@ -60,6 +60,8 @@ struct Config {
   std::string backend = "default";
   int threads = 0;
   std::string metrics;
+  std::string trace;                 // --trace FILE: the determinism trace (docs/diagnosis.md)
+  std::string trace_level = "step";  // --trace-level step|layer
   std::string test_data;
   long train_samples = 0;
   long test_samples = 0;
@@ -211,6 +213,8 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
   }
   o.min_ranks = c.min_ranks;
   o.buddy_every = c.buddy_every;
+  o.trace = c.trace;
+  o.trace_level = c.trace_level == "layer" ? TraceLevel::layer : TraceLevel::step;
   using Space = typename Par::execution_space;
   Trainer<Par, PhiloxStream, PortableBinaryFormat, Fault> trainer(o, std::move(par));
   const int rank = printing_rank(trainer.parallelism());
