@@ -1,0 +1,419 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file The determinism trace (trainer/trace.hpp): every step's line, the layer fingerprints
+/// against a direct computation on the trained state, the same bytes on every backend and for a
+/// run split by a stop and a second fit(), what a resumed run keeps of an older file, and — without
+/// MPI, with the in-process fakes of recovery_test and sharded_recovery_test — the same bytes (less
+/// one failure line) after a failure in each stage of a step, and for a model split over ranks that
+/// lose a shard, the trace's writer, or a rank in the trace's own gather.
+#include <doctest/doctest.h>
+
+#include <reprosgd/data/synthetic.hpp>
+#include <reprosgd/fingerprint.hpp>
+#include <reprosgd/nn/activation.hpp>
+#include <reprosgd/nn/dense.hpp>
+#include <reprosgd/nn/dropout.hpp>
+#include <reprosgd/nn/sequential.hpp>
+#include <reprosgd/optim/adam.hpp>
+#include <reprosgd/optim/sgd.hpp>
+#include <reprosgd/parallel/serial.hpp>
+#include <reprosgd/trainer.hpp>
+#include <reprosgd/trainer/trace.hpp>
+
+#include <support/exec_spaces.hpp>
+#include <support/fake_recoverable.hpp>
+#include <support/fiber_world.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const reprosgd::TrainTest<Kokkos::HostSpace>& data() {
+  // Created once and never destroyed: Views must not outlive Kokkos::finalize().
+  static const auto* d =
+      new reprosgd::TrainTest<Kokkos::HostSpace>(reprosgd::make_synthetic_train_test(7, 512, 96, 784, 10, {.separation = 0.2f}));
+  return *d;
+}
+
+template <class Mem>
+auto small_model() {
+  using namespace reprosgd;
+  return make_sequential<Mem>(Dense{784, 24}, ReLU{}, Dropout{0.2f}, Dense{24, 16}, Tanh{}, Dense{16, 10});
+}
+
+reprosgd::TrainerOptions options(const std::string& trace, reprosgd::TraceLevel level) {
+  reprosgd::TrainerOptions o;
+  o.global_batch = 64;
+  o.micro_batch = 16;
+  o.epochs = 2;  // 8 steps per epoch
+  o.seed = 5;
+  o.trace = trace;
+  o.trace_level = level;
+  return o;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string l; std::getline(ss, l);) out.push_back(l);
+  return out;
+}
+// The text of "key":"value" in a line (the value of the first such key).
+std::string string_field(const std::string& line, const std::string& key) {
+  const std::string k = "\"" + key + "\":\"";
+  const auto at = line.find(k);
+  if (at == std::string::npos) return {};
+  const auto end = line.find('"', at + k.size());
+  return line.substr(at + k.size(), end - at - k.size());
+}
+// The part of a step line that belongs to layer `l` ({"layer":l,...}).
+std::string layer_part(const std::string& line, std::size_t l) {
+  const std::string k = "{\"layer\":" + std::to_string(l) + ",";
+  const auto at = line.find(k);
+  if (at == std::string::npos) return {};
+  return line.substr(at, line.find("}}", at) + 2 - at);
+}
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("reprosgd_trace_test_" + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+/// An optimizer that keeps a copy of the gradient it was given (and applies plain SGD): the
+/// reduced gradient of the last step, to compare the trace's gradient fingerprints with.
+struct GradientKeeper {
+  float lr = 0.05f;
+  template <class MemSpace>
+  struct state_type {
+    reprosgd::Buffer<MemSpace> kept;
+    std::uint64_t steps = 0;
+    template <class F>
+    void visit(F&& f) const {
+      f("kept", kept);
+      f("steps", steps);
+    }
+    template <class F>
+    void visit(F&& f) {
+      f("kept", kept);
+      f("steps", steps);
+    }
+  };
+  static constexpr const char* name() noexcept { return "gradient_keeper"; }
+  [[nodiscard]] float base_lr() const noexcept { return lr; }
+  [[nodiscard]] std::string describe() const { return "gradient_keeper"; }
+  void check() const {}
+  template <class MemSpace>
+  [[nodiscard]] state_type<MemSpace> init(std::size_t n) const {
+    return {reprosgd::Buffer<MemSpace>("kept", n), 0};
+  }
+  template <class ExecSpace, class MemSpace, class P, class G>
+  void step(const ExecSpace& space, state_type<MemSpace>& state, const P& params, const G& grads, float rate) const {
+    Kokkos::deep_copy(space, state.kept, grads);
+    float* p = params.data();
+    const float* g = grads.data();
+    Kokkos::parallel_for(
+        "GradientKeeper::step", Kokkos::RangePolicy<ExecSpace>(space, 0, static_cast<long>(params.extent(0))),
+        KOKKOS_LAMBDA(const long i) { p[i] = p[i] - rate * g[i]; });
+    ++state.steps;
+  }
+};
+
+// The trace less its failure lines, and how many there were.
+std::pair<std::string, int> without_failures(const std::string& trace) {
+  std::string out;
+  int failures = 0;
+  for (const std::string& l : lines_of(trace)) {
+    if (l.rfind("{\"event\":\"failure\",", 0) == 0) {
+      ++failures;
+      continue;
+    }
+    out += l + "\n";
+  }
+  return {out, failures};
+}
+
+// The sharded runs: 32 features, feature chunks of 4 (every Dense layer splits over up to 6 ranks),
+// 8 steps an epoch, buddy snapshots every 4 steps (sharded_recovery_test's setup).
+const reprosgd::TrainTest<Kokkos::HostSpace>& narrow_data() {
+  static const auto* d =
+      new reprosgd::TrainTest<Kokkos::HostSpace>(reprosgd::make_synthetic_train_test(11, 512, 96, 32, 10, {.separation = 0.3f}));
+  return *d;
+}
+template <class Mem>
+auto chunked_model() {
+  using namespace reprosgd;
+  return make_sequential<Mem>(Dense{32, 24, Init::he_normal, 4}, ReLU{}, Dropout{0.2f}, Dense{24, 10, Init::xavier_uniform, 4});
+}
+reprosgd::TrainerOptions sharded_options(const std::string& trace) {
+  auto o = options(trace, reprosgd::TraceLevel::layer);
+  o.eval_micro_batch = 32;
+  o.buddy_every = 4;
+  return o;
+}
+
+}  // namespace
+
+TEST_SUITE("trainer/trace") {
+  TEST_CASE("layer level: each layer's fingerprints are those of its slices of the trained state") {
+    using Space = Kokkos::DefaultHostExecutionSpace;
+    TempDir tmp;
+    const auto trace = (tmp.path / "adam.trace").string();
+    reprosgd::Trainer<reprosgd::Serial<Space>> trainer(options(trace, reprosgd::TraceLevel::layer));
+    auto model = small_model<Space::memory_space>();
+    reprosgd::Adam adam{{.lr = 2e-3f}};
+    auto state = trainer.start(model, adam);
+    trainer.fit(model, adam, state, data().train, &data().test);
+    const auto lines = lines_of(read_file(trace));
+    REQUIRE(lines.size() == 1 + 16 + 2);  // the header, 16 steps, an evaluation after each epoch
+    CHECK(lines[0].rfind("{\"trace\":\"reprosgd\",\"version\":1,\"level\":\"layer\",\"layers\":[{\"layer\":0,"
+                         "\"description\":\"dense(784,24,he)\",\"parameters\":18840}",
+                         0) == 0);
+    CHECK(lines[0].find("\"config\":{\"layer.0\":\"dense(784,24,he)\"") != std::string::npos);
+    CHECK(lines[1].rfind("{\"event\":\"step\",\"step\":0,\"epoch\":0,\"micro_batches\":[0,4],\"loss_bits\":\"", 0) == 0);
+    CHECK(lines[9].rfind("{\"event\":\"evaluation\",\"step\":7,\"epoch\":0,\"samples\":96,", 0) == 0);
+    const std::string last = lines[17];
+    CHECK(last.rfind("{\"event\":\"step\",\"step\":15,\"epoch\":1,\"micro_batches\":[60,64],", 0) == 0);
+    CHECK(lines[18].rfind("{\"event\":\"evaluation\",\"step\":15,\"epoch\":1,", 0) == 0);
+    // The whole state: Trainer::fingerprint of the final state.
+    CHECK(string_field(last, "state") == trainer.fingerprint(model, state).hex());
+    // Each layer with parameters: its slices of the parameters and of Adam's m and v.
+    std::size_t traced = 0;
+    for (std::size_t l = 0; l < decltype(model)::depth; ++l) {
+      const std::size_t b = model.canonical_parameter_offset(l), e = model.canonical_parameter_offset(l + 1);
+      const std::string part = layer_part(last, l);
+      if (b == e) {
+        CHECK(part.empty());
+        continue;
+      }
+      ++traced;
+      REQUIRE_FALSE(part.empty());
+      auto slice = [&](const auto& v) {
+        reprosgd::FingerprintBuilder f;
+        const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+        f.add(Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(host.data() + b, e - b));
+        return f.finish().hex();
+      };
+      CHECK(string_field(part, "parameters") == slice(model.parameters()));
+      CHECK(string_field(part, "m") == slice(state.optimizer.m));
+      CHECK(string_field(part, "v") == slice(state.optimizer.v));
+    }
+    CHECK(traced == 3);
+  }
+
+  TEST_CASE("layer level: the gradient fingerprints are those of the reduced gradient the optimizer was given") {
+    using Space = Kokkos::DefaultHostExecutionSpace;
+    TempDir tmp;
+    const auto trace = (tmp.path / "keeper.trace").string();
+    auto o = options(trace, reprosgd::TraceLevel::layer);
+    o.epochs = 1;
+    reprosgd::Trainer<reprosgd::Serial<Space>> trainer(o);
+    auto model = small_model<Space::memory_space>();
+    GradientKeeper keeper;
+    auto state = trainer.start(model, keeper);
+    trainer.fit(model, keeper, state, data().train);
+    const auto lines = lines_of(read_file(trace));
+    REQUIRE(lines.size() == 1 + 8);
+    const std::string last = lines.back();
+    std::size_t checked = 0;
+    for (std::size_t l = 0; l < decltype(model)::depth; ++l) {
+      const std::size_t b = model.canonical_parameter_offset(l), e = model.canonical_parameter_offset(l + 1);
+      if (b == e) continue;
+      const std::string part = layer_part(last, l);
+      const reprosgd::Fingerprint direct =
+          reprosgd::fingerprint(Kokkos::subview(state.optimizer.kept, Kokkos::make_pair(b, e)));
+      CHECK(string_field(part, "gradient") == direct.hex());
+      CHECK(string_field(part, "kept") == direct.hex());
+      // A gradient is not the parameters: the two fingerprints are of different bytes.
+      CHECK(string_field(part, "parameters") != direct.hex());
+      ++checked;
+    }
+    CHECK(checked == 3);
+  }
+
+  TEST_CASE_TEMPLATE_DEFINE("the same trace bytes on every host backend and for a run split by a stop", Space, trace_backends) {
+    TempDir tmp;
+    auto run = [&](const std::string& name, auto&& space_tag, long stop_at) {
+      using S = std::remove_cvref_t<decltype(space_tag)>;
+      const auto trace = (tmp.path / name).string();
+      auto o = options(trace, reprosgd::TraceLevel::layer);
+      o.stop_after = stop_at;
+      reprosgd::Trainer<reprosgd::Serial<S>> trainer(o);
+      auto model = small_model<typename S::memory_space>();
+      reprosgd::Adam adam{{.lr = 2e-3f}};
+      auto state = trainer.start(model, adam);
+      trainer.fit(model, adam, state, data().train, &data().test);
+      if (stop_at > 0) {
+        // A second Trainer continues the same state: it appends from step stop_at.
+        auto o2 = o;
+        o2.stop_after = 0;
+        reprosgd::Trainer<reprosgd::Serial<S>> again(o2);
+        again.fit(model, adam, state, data().train, &data().test);
+      }
+      return read_file(trace);
+    };
+    const std::string reference = run("serial.trace", Kokkos::Serial{}, 0);
+    CHECK(lines_of(reference).size() == 19);
+    CHECK(run("backend.trace", Space{}, 0) == reference);
+    CHECK(run("split.trace", Space{}, 5) == reference);
+    CHECK(run("split_at_epoch.trace", Space{}, 8) == reference);
+  }
+  TEST_CASE_TEMPLATE_APPLY(trace_backends, reprosgd_test::host_spaces);
+
+  TEST_CASE("step level: one line per step with the whole state's fingerprint, no layers") {
+    using Space = Kokkos::DefaultHostExecutionSpace;
+    TempDir tmp;
+    const auto trace = (tmp.path / "step.trace").string();
+    reprosgd::Trainer<reprosgd::Serial<Space>> trainer(options(trace, reprosgd::TraceLevel::step));
+    auto model = small_model<Space::memory_space>();
+    reprosgd::Sgd sgd{{.lr = 0.05f, .momentum = 0.9f}};
+    auto state = trainer.start(model, sgd);
+    trainer.fit(model, sgd, state, data().train);
+    const auto lines = lines_of(read_file(trace));
+    REQUIRE(lines.size() == 17);
+    CHECK(lines[0].find("\"level\":\"step\"") != std::string::npos);
+    for (std::size_t i = 1; i < lines.size(); ++i) CHECK(lines[i].find("\"layers\"") == std::string::npos);
+    CHECK(string_field(lines.back(), "state") == reprosgd::fingerprint(model, state.optimizer).hex());
+  }
+
+  TEST_CASE("a resumed trace keeps the steps before the resume and drops later and torn lines") {
+    TempDir tmp;
+    const auto path = (tmp.path / "t.trace").string();
+    const std::string header = "{\"trace\":\"reprosgd\",\"version\":1,\"level\":\"step\",\"layers\":[],\"config\":{}}\n";
+    {
+      std::ofstream out(path, std::ios::binary);
+      out << header << "{\"event\":\"step\",\"step\":0,\"x\":1}\n{\"event\":\"step\",\"step\":1,\"x\":1}\n"
+          << "{\"event\":\"evaluation\",\"step\":1,\"x\":1}\n{\"event\":\"step\",\"step\":2,\"x\":1}\n{\"event\":\"st";
+    }
+    {
+      reprosgd::detail::TraceFile f;
+      f.open(path, header, 2);
+      f.append("{\"event\":\"step\",\"step\":2,\"x\":2}\n");
+      f.check();
+    }
+    CHECK(read_file(path) == header +
+                                 "{\"event\":\"step\",\"step\":0,\"x\":1}\n{\"event\":\"step\",\"step\":1,\"x\":1}\n"
+                                 "{\"event\":\"evaluation\",\"step\":1,\"x\":1}\n{\"event\":\"step\",\"step\":2,\"x\":2}\n");
+    // A fresh run (step 0) replaces the file.
+    {
+      reprosgd::detail::TraceFile f;
+      f.open(path, header, 0);
+    }
+    CHECK(read_file(path) == header);
+    // Another configuration's trace is not continued.
+    reprosgd::detail::TraceFile f;
+    const std::string other = "{\"trace\":\"reprosgd\",\"version\":1,\"level\":\"layer\",\"layers\":[],\"config\":{}}\n";
+    CHECK_THROWS_AS(f.open(path, other, 3), reprosgd::config_error);
+    // A trace that cannot be written is an io_error.
+    CHECK_THROWS_AS(f.open((tmp.path / "no" / "such" / "dir.trace").string(), header, 0), reprosgd::io_error);
+  }
+
+  TEST_CASE("TrainerOptions: a trace level that is not one is refused") {
+    auto o = options("", static_cast<reprosgd::TraceLevel>(7));
+    CHECK(reprosgd::Trainer<reprosgd::Serial<>>::check_message(o) ==
+          "reprosgd::Trainer: trace_level 7 is not a TraceLevel");
+  }
+
+  TEST_CASE_TEMPLATE_DEFINE("a failure in each stage of a step: every step's line once, and one failure line", Space,
+                            trace_failure_id) {
+    using Par = reprosgd_test::FakeRecoverable<Space>;
+    TempDir tmp;
+    const auto clean_path = (tmp.path / "clean.trace").string();
+    {
+      reprosgd::Trainer<reprosgd::Serial<Space>> trainer(options(clean_path, reprosgd::TraceLevel::layer));
+      auto model = small_model<typename Space::memory_space>();
+      reprosgd::Adam adam{{.lr = 2e-3f}};
+      auto state = trainer.start(model, adam);
+      trainer.fit(model, adam, state, data().train, &data().test);
+    }
+    const std::string clean = read_file(clean_path);
+    // (collective, occurrence) at step 5, or at step 7 (the end of epoch 0). With a trace, the stop
+    // vote stage starts with the agreement on the trace's writes: agree 1 at a plain step, agree 2
+    // after the evaluation's closing agree at an epoch end.
+    const reprosgd_test::FakeFailure cases[] = {
+        {5, "reduce", 1, 2}, {5, "allgather", 1, 2}, {5, "step_completed", 1, 2}, {5, "agree", 1, 2},
+        {5, "agree", 2, 2},  {7, "allgather", 3, 2}, {7, "agree", 1, 2},          {7, "agree", 2, 2},
+        {7, "agree", 3, 2}};
+    for (const auto& f : cases) {
+      CAPTURE(f.step);
+      CAPTURE(f.op);
+      CAPTURE(f.occurrence);
+      const auto path = (tmp.path / "faulty.trace").string();
+      reprosgd::Trainer<Par, reprosgd::PhiloxStream, reprosgd::PortableBinaryFormat, reprosgd::ShrinkAndContinue> trainer(
+          options(path, reprosgd::TraceLevel::layer), Par(4, {f}));
+      auto model = small_model<typename Space::memory_space>();
+      reprosgd::Adam adam{{.lr = 2e-3f}};
+      auto state = trainer.start(model, adam);
+      const auto result = trainer.fit(model, adam, state, data().train, &data().test);
+      CHECK(trainer.parallelism().failures_thrown() == 1);
+      REQUIRE(result.failures.size() == 1);
+      const auto [rest, failures] = without_failures(read_file(path));
+      CHECK(failures == 1);
+      CHECK(rest == clean);
+      CHECK(read_file(path).find("{\"event\":\"failure\",\"step\":" + std::to_string(result.failures[0].step) +
+                                 ",\"lost_ranks\":[2],\"ranks_before\":4,\"ranks_after\":3,\"restored_from\":\"\","
+                                 "\"resumed_from\":0}\n") != std::string::npos);
+    }
+  }
+  TEST_CASE_TEMPLATE_APPLY(trace_failure_id, reprosgd_test::host_spaces);
+
+  TEST_CASE_TEMPLATE_DEFINE("a model split over ranks: the one-process trace, through lost shards, a lost writer and a death in the trace's gather",
+                            Space, trace_sharded_id) {
+    using Par = reprosgd_test::FiberModelParallel<Space>;
+    TempDir tmp;
+    const auto one_path = (tmp.path / "one.trace").string();
+    {
+      reprosgd::Trainer<reprosgd::Serial<Space>> trainer(sharded_options(one_path));
+      auto model = chunked_model<typename Space::memory_space>();
+      reprosgd::Adam adam{{.lr = 3e-3f}};
+      auto state = trainer.start(model, adam);
+      trainer.fit(model, adam, state, narrow_data().train, &narrow_data().test);
+    }
+    const std::string one = read_file(one_path);
+    REQUIRE(lines_of(one).size() == 1 + 16 + 2);
+    struct Case {
+      std::vector<reprosgd_test::FiberFailure> deaths;
+      const char* what;
+    };
+    const Case cases[] = {
+        {{}, "no failure"},
+        {{{6, "sum_input_gradient", 2, 1}}, "rank 1 in step 6's backward: steps 4 and 5 replayed from the buddy snapshot"},
+        {{{6, "gather_features", 2, 0}}, "rank 0, the trace's writer, in step 6: its successor appends"},
+        {{{6, "gather_to_root", 2, 2}}, "rank 2 in the gather of step 6's trace line: the stage is redone"},
+    };
+    for (const Case& c : cases) {
+      CAPTURE(c.what);
+      const auto path = (tmp.path / "sharded.trace").string();
+      reprosgd_test::FiberWorld world(3, c.deaths);
+      world.run([&](int r) {
+        reprosgd::FaultTolerantTrainer<Par> trainer(sharded_options(path), Par(world, r));
+        auto model = chunked_model<typename Space::memory_space>();
+        reprosgd::Adam adam{{.lr = 3e-3f}};
+        auto state = trainer.start(model, adam);
+        trainer.fit(model, adam, state, narrow_data().train, &narrow_data().test);
+      });
+      for (int r = 0; r < 3; ++r)
+        if (c.deaths.empty() || r != c.deaths[0].rank) CHECK(world.error(r) == nullptr);
+      const auto [rest, failures] = without_failures(read_file(path));
+      CHECK(failures == (c.deaths.empty() ? 0 : 1));
+      CHECK(rest == one);
+    }
+  }
+  TEST_CASE_TEMPLATE_APPLY(trace_sharded_id, reprosgd_test::host_spaces);
+}
