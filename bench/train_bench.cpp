@@ -3,11 +3,14 @@
 /// with momentum, and the peak memory of the process; JSON lines.
 ///
 ///   build/bench/train_bench [--micro-batch 128] [--steps 20] [--repeats 7] [--reduction exact|native]
-///                           [--feature-chunk 64] [--kokkos-threads=N]   (under mpiexec -n P with MPI)
+///                           [--feature-chunk 64] [--trace off|step|layer] [--kokkos-threads=N]
+///                           (under mpiexec -n P with MPI)
 ///
 /// --feature-chunk sets the Dense layers' feature chunk: the input gradient is an Exact sum over
 /// chunks, so 64 (the default) costs 8 chunk GEMMs and grid passes per 512-wide layer, 512 one
 /// plain GEMM (a different model numerically: the chunk width is part of the model).
+/// --trace step|layer writes the determinism trace (TrainerOptions::trace) to a temporary file,
+/// removed at the end: the step times then include its fingerprints (docs/diagnosis.md).
 #include <reprosgd/reprosgd.hpp>
 #include <reprosgd/reduction/native.hpp>
 #if REPROSGD_HAS_MPI
@@ -19,7 +22,9 @@
 #include "bench_common.hpp"
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
+#include <unistd.h>
 
 namespace {
 
@@ -31,6 +36,7 @@ struct Args {
   int repeats = 7;
   std::string reduction = "exact";
   int feature_chunk = reprosgd::default_feature_chunk;
+  std::string trace = "off";
   bool smoke = false;
 };
 
@@ -50,6 +56,11 @@ int run(const Args& a) {
   o.steps = total;
   o.seed = 1;
   o.evaluate_each_epoch = false;
+  if (a.trace != "off") {
+    o.trace = (std::filesystem::temp_directory_path() /
+               ("reprosgd_train_bench_" + std::to_string(::getpid()) + ".trace")).string();
+    o.trace_level = a.trace == "layer" ? TraceLevel::layer : TraceLevel::step;
+  }
   Trainer<Par> trainer(o);
   const int h = a.smoke ? 32 : 512, fc = a.feature_chunk;
   Sequential model{Dense{784, h, Init::he_normal, fc}, ReLU{}, Dense{h, h, Init::he_normal, fc}, ReLU{},
@@ -59,15 +70,16 @@ int run(const Args& a) {
   StepClock clock;
   trainer.fit(model, sgd, state, data, clock);
   const auto rates = reprosgd_bench::segment_rates(clock, warmup, steps, repeats, batch);
+  if (!o.trace.empty() && trainer.parallelism().rank() == 0) std::filesystem::remove(o.trace);
   const auto ctx = reprosgd_bench::run_context<typename Par::execution_space>(trainer.parallelism().size());
   if (trainer.parallelism().rank() == 0)
     std::printf(
         "{\"bench\":\"train\",\"model\":\"%s\",\"batch\":%ld,\"micro_batch\":%ld,\"optimizer\":\"sgd-momentum\","
-        "\"backend\":\"%s\",\"threads\":%d,\"ranks\":%d,\"reduction\":\"%s\",\"feature_chunk\":%d,"
+        "\"backend\":\"%s\",\"threads\":%d,\"ranks\":%d,\"reduction\":\"%s\",\"feature_chunk\":%d,\"trace\":\"%s\","
         "\"samples_per_s\":%.1f,\"samples_per_s_best\":%.1f,\"repeats\":%d,\"steps_per_repeat\":%ld,"
         "\"peak_rss_mib\":%.1f,\"git\":\"%s\"}\n",
         a.smoke ? "784-32-32-10" : "784-512-512-10", batch, mb, ctx.backend, ctx.threads, ctx.ranks,
-        Par::reduction_type::name(), a.feature_chunk, rates.median, rates.best, repeats, steps,
+        Par::reduction_type::name(), a.feature_chunk, a.trace.c_str(), rates.median, rates.best, repeats, steps,
         reprosgd_bench::peak_rss_mib(), ctx.git);
   return 0;
 }
@@ -88,6 +100,7 @@ int main(int argc, char** argv) {
     else if (s == "--repeats") a.repeats = cl.int_value();
     else if (s == "--reduction") a.reduction = cl.value();
     else if (s == "--feature-chunk") a.feature_chunk = cl.int_value();
+    else if (s == "--trace") a.trace = cl.value();
     else if (!cl.kokkos_option()) {
       std::fprintf(stderr, "train_bench: unknown option %s\n", s.c_str());
       return 2;
@@ -95,6 +108,10 @@ int main(int argc, char** argv) {
   }
   if (a.feature_chunk <= 0) {
     std::fprintf(stderr, "train_bench: --feature-chunk must be a positive integer\n");
+    return 2;
+  }
+  if (a.trace != "off" && a.trace != "step" && a.trace != "layer") {
+    std::fprintf(stderr, "train_bench: --trace must be off, step or layer\n");
     return 2;
   }
   using Space = Kokkos::DefaultExecutionSpace;
