@@ -58,12 +58,70 @@ struct LayerFingerprints {
 
 namespace detail {
 
-/// The bytes of elements [begin, end) of a host-accessible contiguous buffer, as a fingerprint.
-template <class HostView>
-Fingerprint fingerprint_range(const HostView& v, std::size_t begin, std::size_t end) {
-  FingerprintBuilder b;
-  if (end > begin) b.add(Kokkos::subview(v, Kokkos::make_pair(begin, end)));
-  return b.finish();
+/// XXH3-128 over raw bytes: the same digest as FingerprintBuilder fed the same bytes, however
+/// they are split into calls (XXH3 streams).
+class RawHasher {
+ public:
+  RawHasher() { XXH3_128bits_reset(&state_); }
+  void bytes(const void* p, std::size_t n) {
+    if (n > 0) XXH3_128bits_update(&state_, p, n);
+  }
+  [[nodiscard]] Fingerprint finish() const {
+    const XXH128_hash_t h = XXH3_128bits_digest(&state_);
+    return {h.high64, h.low64};
+  }
+
+ private:
+  XXH3_state_t state_;
+};
+
+/// The whole state's fingerprint (fingerprint(model, state): the parameters, then every element
+/// of the optimizer state in visit() order) and every layer's (layer_fingerprints), in one pass over
+/// memory: each buffer is read once, in chunks that feed the whole state's hash and the layer's
+/// while they are in cache. Device buffers are copied to the host first, once each.
+template <class Model, class Params, class Grad, class State>
+std::pair<Fingerprint, std::vector<LayerFingerprints>> state_and_layer_fingerprints(const Model& model,
+                                                                                   const Params& params,
+                                                                                   const Grad& gradient,
+                                                                                   const State& optimizer_state) {
+  struct Slice {
+    std::size_t layer, begin, end;
+  };
+  std::vector<Slice> slices;
+  for (std::size_t l = 0; l < Model::depth; ++l) {
+    const std::size_t begin = model.canonical_parameter_offset(l), end = model.canonical_parameter_offset(l + 1);
+    if (end > begin) slices.push_back({l, begin, end});
+  }
+  std::vector<LayerFingerprints> out(slices.size());
+  for (std::size_t i = 0; i < slices.size(); ++i) out[i].layer = slices[i].layer;
+  constexpr std::size_t chunk = 8192;  // floats: 32 KiB, hashed a second time from cache
+  // Stream a buffer's layer slices into `layer_hash(i)` and, when given, into the whole state's hash.
+  auto stream = [&](const auto& buffer, RawHasher* whole, auto&& layer_hash) {
+    const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), buffer);
+    const auto* data = host.data();
+    for (std::size_t i = 0; i < slices.size(); ++i) {
+      RawHasher layer;
+      for (std::size_t at = slices[i].begin; at < slices[i].end; at += chunk) {
+        const std::size_t n = (at + chunk < slices[i].end ? chunk : slices[i].end - at) * sizeof(*data);
+        layer.bytes(data + at, n);
+        if (whole) whole->bytes(data + at, n);
+      }
+      layer_hash(i) = layer.finish();
+    }
+  };
+  RawHasher whole;
+  stream(params, &whole, [&](std::size_t i) -> Fingerprint& { return out[i].parameters; });
+  stream(gradient, nullptr, [&](std::size_t i) -> Fingerprint& { return out[i].gradient; });
+  optimizer_state.visit([&](const char* name, const auto& x) {
+    if constexpr (Kokkos::is_view<std::remove_cvref_t<decltype(x)>>::value) {
+      if (x.extent(0) == 0) return;
+      for (auto& f : out) f.optimizer.emplace_back(name, Fingerprint{});
+      stream(x, &whole, [&](std::size_t i) -> Fingerprint& { return out[i].optimizer.back().second; });
+    } else {
+      whole.bytes(&x, sizeof x);
+    }
+  });
+  return {whole.finish(), std::move(out)};
 }
 
 }  // namespace detail
@@ -84,25 +142,7 @@ template <class Model, class Params, class Grad, class State>
   requires Kokkos::is_view<Params>::value && Kokkos::is_view<Grad>::value
 [[nodiscard]] std::vector<LayerFingerprints> layer_fingerprints(const Model& model, const Params& params,
                                                                 const Grad& gradient, const State& optimizer_state) {
-  const auto p = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), params);
-  const auto g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), gradient);
-  std::vector<std::pair<const char*, Kokkos::View<const float*, Kokkos::HostSpace>>> buffers;
-  optimizer_state.visit([&](const char* name, const auto& x) {
-    if constexpr (Kokkos::is_view<std::remove_cvref_t<decltype(x)>>::value)
-      if (x.extent(0) > 0) buffers.emplace_back(name, Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x));
-  });
-  std::vector<LayerFingerprints> out;
-  for (std::size_t l = 0; l < Model::depth; ++l) {
-    const std::size_t begin = model.canonical_parameter_offset(l), end = model.canonical_parameter_offset(l + 1);
-    if (end == begin) continue;
-    LayerFingerprints f;
-    f.layer = l;
-    f.parameters = detail::fingerprint_range(p, begin, end);
-    f.gradient = detail::fingerprint_range(g, begin, end);
-    for (const auto& [name, buffer] : buffers) f.optimizer.emplace_back(name, detail::fingerprint_range(buffer, begin, end));
-    out.push_back(std::move(f));
-  }
-  return out;
+  return detail::state_and_layer_fingerprints(model, params, gradient, optimizer_state).second;
 }
 
 namespace detail {
@@ -384,8 +424,10 @@ class Tracer {
       const auto canonical = sharding.collect(par, model, both);
       gathered();
       if (!writer) return;
-      const auto layers = layer_fingerprints(model, canonical.params, canonical.state.gradient, canonical.state.optimizer);
-      file_.append(trace_step_line(m, M, whole(canonical.params, canonical.state.optimizer), &layers));
+      // The whole state's fingerprint and the layers' in one pass over memory.
+      const auto [state, layers] =
+          state_and_layer_fingerprints(model, canonical.params, canonical.state.gradient, canonical.state.optimizer);
+      file_.append(trace_step_line(m, M, state, &layers));
     } else if (Sharding<Par>::is_shard(model)) {
       const auto canonical = sharding.collect(par, model, optimizer_state);
       gathered();
