@@ -9,7 +9,9 @@
 #                        g++ with Kokkos 4.6.1 (OpenMP + Serial, MPI like the main build; only when
 #                        setup.sh could build that Kokkos, else CTest reports its checks skipped),
 #                        and Kokkos 4.6.1 + CUDA 12.4 (compile and link only; when setup_cuda.sh
-#                        made it, else CTest reports the cuda_* checks skipped)
+#                        made it, else CTest reports the cuda_* checks skipped), and Kokkos 4.6.1 +
+#                        HIP with Debian's hipcc (compile and link only, train_mlp and some unit-test
+#                        areas; when setup_hip.sh made it, else the hip_* checks are skipped)
 #                        (what scripts/test.sh, the whole suite, builds)
 #   build.sh --quick     the contributors' fast loop: the main build without MPI, benchmarks, the
 #                        header compile check and variants; then `cd build && ctest -L unit`
@@ -72,6 +74,7 @@ peers=()
 # --variants.
 kokkos4_build="" kokkos4_missing=""
 cuda_build="" cuda_missing="" cuda_toolkit=""
+hip_build="" hip_missing="" hip_compiler="" hip_tests=""
 if [ $variants = 1 ]; then
   # Only train_mlp and the per-backend known-answer tests are built in the variants.
   for v in "gcc-openmp-O2 gcc-openmp g++ -O2" "gcc-threads gcc-threads g++ -O3 -march=native" \
@@ -107,6 +110,25 @@ if [ $variants = 1 ]; then
   else
     cuda_missing="no Kokkos 4.6.1 with CUDA in $kokkos_cuda (scripts/setup_cuda.sh builds it when it can download the CUDA 12.4 toolkit and ../shared/deps has the Kokkos 4.6.1 source)"
   fi
+  # HIP: Kokkos 4.6.1 + Debian 12's hipcc 5.2.3 (clang 15; scripts/setup_hip.sh), compiled and linked
+  # only (no AMD GPU here), for gfx90a (MI200): train_mlp (its host backends: it has no --backend
+  # hip) and the unit-test areas below, each backend-templated test instantiated for Kokkos::HIP
+  # too. Not every area: each translation unit is compiled twice (host and gfx90a), and the whole
+  # set takes more than three times as long as these four (CI's time limit; and unit_checkpoint
+  # crashes clang 15: docs/portability.md, "HIP").
+  kokkos_hip="$CACHE/kokkos4-hip"
+  hip_areas="kernels optim reduction trainer"
+  if [ -f "$kokkos_hip/.complete" ]; then
+    hip_build="$VARIANTS_DIR/kokkos4-hip" hip_compiler="$kokkos_hip/bin/hipcc_pinned"
+    hip_targets=(train_mlp)
+    for a in $hip_areas; do hip_targets+=("unit_$a"); done
+    hip_tests=$(printf 'unit_%s;' $hip_areas); hip_tests=${hip_tests%;}
+    configure_and_build "$hip_build" "$kokkos_hip" "$hip_compiler" "-O2" -DKokkos_ROOT="$kokkos_hip" \
+      -DREPROSGD_ENABLE_MPI=OFF -DREPROSGD_VARIANT_BUILD=ON -DREPROSGD_VARIANT_AREAS="${hip_areas// /;}" \
+      -DREPROSGD_BUILD_BENCH=OFF -- "${hip_targets[@]}"
+  else
+    hip_missing="no Kokkos 4.6.1 with HIP in $kokkos_hip (scripts/setup_hip.sh builds it when it can install Debian's hipcc and ../shared/deps has the Kokkos 4.6.1 source)"
+  fi
 fi
 peer_list=$(IFS=';'; echo "${peers[*]:-}")
 # Benchmarks are set explicitly either way, so that a full build after a quick one in the same
@@ -123,4 +145,5 @@ fi
 configure_and_build "$BUILD_DIR" "$CACHE/kokkos-gcc-openmp" g++ "-O3 -march=native" "${mpi_flags[@]}" \
   -DREPROSGD_PEER_BUILDS="$peer_list" -DREPROSGD_KOKKOS4_BUILD="$kokkos4_build" \
   -DREPROSGD_KOKKOS4_MISSING="$kokkos4_missing" -DREPROSGD_CUDA_BUILD="$cuda_build" -DREPROSGD_CUDA_TOOLKIT="$cuda_toolkit" \
-  -DREPROSGD_CUDA_MISSING="$cuda_missing" -DREPROSGD_BUILD_BENCH=$bench -DREPROSGD_HEADER_CHECK=$header_check --
+  -DREPROSGD_CUDA_MISSING="$cuda_missing" -DREPROSGD_HIP_BUILD="$hip_build" -DREPROSGD_HIP_MISSING="$hip_missing" \
+  -DREPROSGD_HIP_COMPILER="$hip_compiler" -DREPROSGD_HIP_UNIT_TESTS="$hip_tests" -DREPROSGD_BUILD_BENCH=$bench -DREPROSGD_HEADER_CHECK=$header_check --

@@ -148,6 +148,11 @@ fi
 REPROSGD_CACHE="$CACHE" bash "$(dirname "${BASH_SOURCE[0]}")/setup_cuda.sh"
 
 # ---------------------------------------------------------------------------------------------
+# 2d. Debian 12's hipcc 5.2.3 and Kokkos 4.6.1 with HIP for the compile-and-link HIP build,
+#     optional (needs the Kokkos 4.6.1 source above and Debian's archive): scripts/setup_hip.sh.
+REPROSGD_CACHE="$CACHE" bash "$(dirname "${BASH_SOURCE[0]}")/setup_hip.sh"
+
+# ---------------------------------------------------------------------------------------------
 # 3. MPI (Open MPI 5 with ULFM), optional for serial users: scripts/setup_mpi.sh.
 if [ -f "$(dirname "$0")/setup_mpi.sh" ]; then
   REPROSGD_CACHE="$CACHE" bash "$(dirname "$0")/setup_mpi.sh"

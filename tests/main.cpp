@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 /// @file doctest main for the unit tests: Kokkos is initialised once and the versions are printed.
-#define DOCTEST_CONFIG_IMPLEMENT
+/// doctest itself is implemented in doctest_impl.cpp.
 #include <doctest/doctest.h>
 
 #include <reprosgd/detail/kokkos_compat.hpp>

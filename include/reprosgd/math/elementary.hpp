@@ -33,14 +33,20 @@ namespace math {
 namespace detail {
 
 /// Bit copy between equally sized trivially copyable types. Kokkos 3.4 has no Kokkos::bit_cast and
-/// std::bit_cast is not usable in nvcc device code; memcpy is, and compiles to a register move.
+/// std::bit_cast is not usable in nvcc device code; memcpy is, and compiles to a register move. In
+/// HIP device code std::memcpy is glibc's host function (clang refuses the call), so the device side
+/// of a HIP build uses the compiler's builtin, the same copy.
 template <class To, class From>
 KOKKOS_INLINE_FUNCTION To bit_cast(const From& from) noexcept {
   static_assert(sizeof(To) == sizeof(From), "reprosgd::math::detail::bit_cast: sizes differ");
   static_assert(std::is_trivially_copyable_v<To> && std::is_trivially_copyable_v<From>,
                 "reprosgd::math::detail::bit_cast: types must be trivially copyable");
   To to;
+#if defined(__HIP_DEVICE_COMPILE__)
+  __builtin_memcpy(&to, &from, sizeof(To));
+#else
   std::memcpy(&to, &from, sizeof(To));
+#endif
   return to;
 }
 

@@ -42,7 +42,11 @@ void check_layer(const L& layer, int in_width, float input_scale, const std::str
   const long m = 5;
   const int out_width = layer.output_width(in_width);
   const auto ctx = training_context(99, 1, 3, 17);
-  const auto [p, gp] = initialized_params(layer, ctx, in_width);
+  // Not a structured binding: the lambda below captures p, which clang 15 (the HIP build's) refuses
+  // for a binding.
+  const LayerParams params = initialized_params(layer, ctx, in_width);
+  const auto p = params.p;
+  const auto gp = params.gp;
   Kokkos::fence();
   M x("x", m, in_width), y("y", m, out_width), r("r", m, out_width), gx("gx", m, in_width);
   for (long i = 0; i < m; ++i)

@@ -155,7 +155,11 @@ TEST_SUITE("trainer recovery of sharded state (ranks as fibers)") {
       std::uint64_t event_step;
     };
     const Case cases[] = {{{6, "sum_input_gradient", 2, 1}, 6}, {{6, "allreduce_max", 1, 1}, 6}, {{7, "gather_features", 9, 1}, 8}};
-    for (const auto& [f, event_step] : cases) {
+    for (const Case& c : cases) {
+      // Not a structured binding: CAPTURE's lambda captures f, which clang 15 (the HIP build's) refuses
+      // for a binding.
+      const FiberFailure& f = c.failure;
+      const std::uint64_t event_step = c.event_step;
       CAPTURE(f.op);
       FiberWorld world(3, {f});
       const auto results = sharded_run<Space>(world, 3, options());
