@@ -109,14 +109,21 @@ std::vector<std::string> step_divergence(const Trace& A, const Trace& B, std::ui
   } else if (!same_loss) {
     tensor = "the loss";
   } else if (!layers.empty()) {
-    for (const char* kind : {"gradient", "optimizer", "parameters", "fingerprints"}) {
-      for (const auto& [l, diffs] : layers) {
-        for (const TensorDiff& d : diffs)
+    // Gradients are computed by backward, from the last layer to the first: the highest layer
+    // whose gradient differs came first. The update then runs over the parameters in order.
+    for (const std::string kind : {"gradient", "optimizer", "parameters", "fingerprints"}) {
+      auto names = [&](const std::pair<std::uint64_t, std::vector<TensorDiff>>& entry) {
+        for (const TensorDiff& d : entry.second)
           if (d.name.rfind(kind, 0) == 0) {
-            tensor = (d.name == "fingerprints" ? "the fingerprints" : "the " + d.name) + " of " + layer_name(A, l);
-            break;
+            tensor = (d.name == "fingerprints" ? "the fingerprints" : "the " + d.name) + " of " + layer_name(A, entry.first);
+            return true;
           }
-        if (!tensor.empty()) break;
+        return false;
+      };
+      if (kind == "gradient") {
+        for (auto it = layers.rbegin(); it != layers.rend() && !names(*it);) ++it;
+      } else {
+        for (auto it = layers.begin(); it != layers.end() && !names(*it);) ++it;
       }
       if (!tensor.empty()) break;
     }

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# diff_cli.sh TRAIN_MLP REPROSGD_DIFF — reprosgd_diff names the first divergence in the order a step
+# diff_cli.sh TRAIN_MLP REPROSGD_DIFF FLIP_BIT — reprosgd_diff names the first divergence in the order a step
 # computes (loss, gradient, optimizer state, parameters) and the configuration fields that differ
 # (exit 1); on bad input it prints one line on standard error and exits 2. Given two checkpoints or
-# model files it compares their parameters tensor by tensor.
-exe=$1 diff_exe=$2
+# model files it compares their parameters tensor by tensor, and names a single flipped bit by element.
+exe=$1 diff_exe=$2 flip_exe=$3
 source "$(dirname "$0")/common.sh"
 "$exe" "${base[@]}" --trace-level layer --trace "$tmp/a" >/dev/null
 # Another learning rate: step 0's loss, gradient and Adam moments are the same, its update is not.
@@ -82,6 +82,16 @@ has_line "checkpoints of another lr differ" "$tmp/out" "reprosgd_diff: the model
 grep -qx 'layer 0 (dense(784,32,he)) weights: [0-9]* of 25088 elements differ; the first, \[[0-9]*\]\[[0-9]*\] (parameter [0-9]*), is 0x[0-9a-f]\{8\} ([-0-9.e]*) in A, 0x[0-9a-f]\{8\} ([-0-9.e]*) in B' "$tmp/out" &&
   echo "ok: the first differing element of layer 0's weights" || fail "no line for layer 0's weights"
 grep -qx '6 of 6 tensors differ, [0-9]* of 25818 parameters' "$tmp/out" && echo "ok: the count" || fail "no count line"
+# One bit of one weight flipped (layer 3's weight [5][7], parameter 25120 + 5*16 + 7 = 25207; bit 3
+# of the mantissa) and the model file signed again: named by tensor and element, the only difference.
+"$flip_exe" "$tmp/m1.rsgdm" "$tmp/flipped.rsgdm" 25207 3 || fail "flip_bit failed"
+run_diff 1 "$tmp/out" "$tmp/m1.rsgdm" "$tmp/flipped.rsgdm"
+cat "$tmp/out"
+grep -qx 'layer 3 (dense(32,16,he)) weights: 1 of 512 elements differ; the first, \[5\]\[7\] (parameter 25207), is 0x[0-9a-f]\{8\} ([-0-9.e]*) in A, 0x[0-9a-f]\{8\} ([-0-9.e]*) in B' "$tmp/out" &&
+  echo "ok: the flipped weight named by element" || fail "the flipped weight"
+has_line "the flipped weight is the only difference" "$tmp/out" "1 of 6 tensors differ, 1 of 25818 parameters"
+a_bits=$(grep -o 'is 0x[0-9a-f]*' "$tmp/out" | cut -c6-); b_bits=$(grep -o 'in A, 0x[0-9a-f]*' "$tmp/out" | cut -c9-)
+[ $(( 0x$a_bits ^ 0x$b_bits )) = 8 ] && echo "ok: the two values differ in bit 3" || fail "the values $a_bits and $b_bits"
 bad "a checkpoint against a trace" "reprosgd_diff: error: reprosgd::read_model: $tmp/a: not a ReproSGD checkpoint (magic bytes are 7b 22 74 72 61 63 65 22, expected \"RSGDCKPT\")" \
   "$tmp/c1/ckpt-000000000010.rsgd" "$tmp/a"
 "$diff_exe" "$tmp/a" >/dev/null 2>&1
