@@ -162,7 +162,10 @@ void print_version() {
   MPI_Get_library_version(text, &len);  // allowed before MPI_Init
   std::string mpi(text, static_cast<std::size_t>(std::max(len, 0)));
   mpi = mpi.substr(0, mpi.find_first_of("\r\n"));
-  std::printf("MPI: %s; ULFM: %s\n", mpi.empty() ? "unknown library" : mpi.c_str(), REPROSGD_HAS_ULFM ? "yes" : "no");
+  // Whether device buffers may go to MPI (train_mlp --backend cuda stages through host memory when
+  // not): the library's own answer, parallel/mpi_device_memory.hpp.
+  std::printf("MPI: %s; ULFM: %s; %s\n", mpi.empty() ? "unknown library" : mpi.c_str(), REPROSGD_HAS_ULFM ? "yes" : "no",
+              describe(mpi_device_support()).c_str());
 #else
   std::printf("MPI: none (built without MPI); ULFM: no\n");
 #endif

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# version.sh TRAIN_MLP LIB_VERSION KOKKOS_VERSION KOKKOS_DEVICES COMPILER FLAGS HAS_MPI HAS_ULFM
+# version.sh TRAIN_MLP LIB_VERSION KOKKOS_VERSION KOKKOS_DEVICES COMPILER FLAGS HAS_MPI HAS_ULFM [MPIEXEC]
 # `train_mlp --version` prints exactly six lines, each with what this build's CMake configured:
 #   train_mlp (ReproSGD) LIB_VERSION
 #   Kokkos KOKKOS_VERSION, backends: <the enabled execution spaces> (default host: <one of them>)
 #   compiler: COMPILER
 #   flags: FLAGS
-#   MPI: <library version line>; ULFM: yes|no          (or "MPI: none (built without MPI); ULFM: no")
+#   MPI: <library version line>; ULFM: yes|no; CUDA-aware: <a>, ROCm-aware: <a>
+#                                                       (or "MPI: none (built without MPI); ULFM: no")
 #   CPU GEMM kernel: <isa>, <n> lanes, <r>x<c> micro-tile, <how the FMA is done>
 # exit 0, nothing on standard error, no fingerprint, and no training.
 set -uo pipefail
-exe=$1 lib=$2 kokkos=$3 devices=$4 compiler=$5 flags=$6 has_mpi=$7 has_ulfm=$8
+exe=$1 lib=$2 kokkos=$3 devices=$4 compiler=$5 flags=$6 has_mpi=$7 has_ulfm=$8 mpiexec=${9:-}
 # Kokkos 3.x's CMake package spells the version 3.4.01; the binary prints KOKKOS_VERSION as 3.4.1.
 kokkos=$(awk -F. '{ printf "%d.%d.%d", $1, $2, $3 }' <<<"$kokkos")
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -43,8 +44,23 @@ fi
 
 if [ "$has_mpi" = 1 ]; then
   want_ulfm=no; [ "$has_ulfm" = 1 ] && want_ulfm=yes
-  re="^MPI: (.*[^ ]); ULFM: $want_ulfm\$"
-  [[ "${line[4]}" =~ $re ]] || fail "line 5: '${line[4]}' (want 'MPI: <library>; ULFM: $want_ulfm')"
+  # Device memory: what Open MPI's ompi_info (next to mpiexec) says the library was built with,
+  # asked independently of the binary. Built without it: "no". Built with it: "yes", or "no (built
+  # with it, not enabled at run time)" when no driver loads here. No ompi_info (another MPI): "no".
+  aware_re() {  # aware_re NAME BUILT(true|false)
+    if [ "$2" = true ]; then echo "$1-aware: (yes|no \\(built with it, not enabled at run time\\))"; else echo "$1-aware: no"; fi
+  }
+  built_cuda=false built_rocm=false
+  ompi_info=$(dirname "${mpiexec:-/nonexistent/x}")/ompi_info
+  if [ -x "$ompi_info" ]; then
+    info=$("$ompi_info" --parsable --all 2>/dev/null)
+    grep -q '^mca:mpi:base:param:mpi_built_with_cuda_support:value:true$' <<<"$info" && built_cuda=true
+    # Open MPI 5's ompi_info has no ROCm parameter: its installed extension header says it.
+    grep -qs '^#define MPIX_ROCM_AWARE_SUPPORT 1' "$(dirname "$ompi_info")/../include/openmpi/mpiext/mpiext_rocm_c.h" && built_rocm=true
+    echo "ompi_info: built with CUDA support: $built_cuda, with ROCm support: $built_rocm"
+  fi
+  re="^MPI: (.*[^ ]); ULFM: $want_ulfm; $(aware_re CUDA $built_cuda), $(aware_re ROCm $built_rocm)\$"
+  [[ "${line[4]}" =~ $re ]] || fail "line 5: '${line[4]}' (want 'MPI: <library>; ULFM: $want_ulfm; CUDA-aware: .., ROCm-aware: ..' matching $re)"
   [[ "${line[4]}" != "MPI: unknown library;"* ]] || fail "line 5: MPI_Get_library_version gave nothing"
 else
   [ "${line[4]}" = "MPI: none (built without MPI); ULFM: no" ] || fail "line 5: '${line[4]}' (want 'MPI: none (built without MPI); ULFM: no')"

@@ -40,6 +40,16 @@ TEST_SUITE("parallel/data_parallel") {
     CHECK(cmp == MPI_CONGRUENT);  // same group and order, a different context: a true duplicate
   }
 
+  TEST_CASE("MPI is handed host memory directly, whatever the library says of device memory") {
+    Par par;
+    CHECK(par.reads_space_memory());
+    I64 values("values", 3);
+    for (int i = 0; i < 3; ++i) values(i) = world_rank() + i;
+    par.allreduce_sum(values);  // a host View: no staging, no refusal
+    const long p = world_size();
+    for (int i = 0; i < 3; ++i) CHECK(values(i) == p * (p - 1) / 2 + p * i);
+  }
+
   TEST_CASE("the duplicate returns errors; the user's communicator keeps its handler") {
     Par par;
     INFO("rank " << world_rank());

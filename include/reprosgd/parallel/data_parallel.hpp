@@ -13,6 +13,7 @@
 #include <reprosgd/concepts/parallelism.hpp>
 #include <reprosgd/detail/mpi_check.hpp>
 #include <reprosgd/error.hpp>
+#include <reprosgd/parallel/mpi_device_memory.hpp>
 #include <reprosgd/reduction/exact.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -38,6 +39,11 @@ template <class V, class T>
 concept HostVectorOf = Kokkos::is_view<V>::value && (V::rank == 1) &&
                        std::is_same_v<typename V::non_const_value_type, T> &&
                        static_cast<bool>(Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename V::memory_space>::accessible);
+
+/// A rank-1 Kokkos View of T in any memory space: host memory, or device memory that
+/// DataParallel hands to MPI only when the library is device-aware (reads_space_memory()).
+template <class V, class T>
+concept VectorOf = Kokkos::is_view<V>::value && (V::rank == 1) && std::is_same_v<typename V::non_const_value_type, T>;
 
 /// A rank-1 host-accessible View of an arithmetic type MPI can send.
 template <class V>
@@ -104,6 +110,7 @@ class DataParallel {
     detail::mpi_check(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN), "reprosgd::DataParallel: MPI_Comm_set_errhandler");
     detail::mpi_check(MPI_Comm_rank(dup, &rank_), "reprosgd::DataParallel: MPI_Comm_rank");
     detail::mpi_check(MPI_Comm_size(dup, &size_), "reprosgd::DataParallel: MPI_Comm_size");
+    reads_space_memory_ = mpi_reads_memory<typename ExecSpace::memory_space>(mpi_device_support());
   }
 
   DataParallel(DataParallel&&) noexcept = default;
@@ -121,6 +128,11 @@ class DataParallel {
   [[nodiscard]] const execution_space& space() const noexcept { return space_; }
   /// The duplicated communicator (MPI_ERRORS_RETURN), for extensions such as ULFM recovery.
   [[nodiscard]] MPI_Comm comm() const noexcept { return comm_.get(); }
+  /// Whether MPI may be handed Views in the execution space's memory: always for host memory; for
+  /// device memory when the MPI library is CUDA- or ROCm-aware (asked once, at construction:
+  /// parallel/mpi_device_memory.hpp). When it is false the Exact reduction stages its integers
+  /// through host buffers; the integers, so the bits, are the same either way.
+  [[nodiscard]] bool reads_space_memory() const noexcept { return reads_space_memory_; }
 
   /**
    * The micro-batches of a global batch of M that this rank owns: [ceil(r*M/P), ceil((r+1)*M/P)).
@@ -153,24 +165,26 @@ class DataParallel {
   }
 
   /**
-   * Elementwise MAX over ranks, in place, of a host View of int32 (e.g. block exponents).
+   * Elementwise MAX over ranks, in place, of a View of int32 (e.g. block exponents) in host
+   * memory, or in the execution space's memory when reads_space_memory().
    * Every rank must pass the same length. @collective @deterministic
-   * @throws config_error if the View is not contiguous; comm_error
+   * @throws config_error if the View is not contiguous or MPI cannot read its memory; comm_error
    */
   template <class View>
-    requires detail::HostVectorOf<View, std::int32_t>
+    requires detail::VectorOf<View, std::int32_t>
   void allreduce_max(const View& values) const {
     allreduce_in_place(values, MPI_MAX, "reprosgd::DataParallel::allreduce_max");
   }
 
   /**
-   * Elementwise SUM over ranks, in place, of a host View of int64 (MPI_INT64_T). Integer addition
-   * is associative, so the result is exact and independent of the MPI algorithm; overflow is the
-   * caller's to prevent (Exact reserves headroom bits for it). @collective @deterministic
-   * @throws config_error if the View is not contiguous; comm_error
+   * Elementwise SUM over ranks, in place, of a View of int64 (MPI_INT64_T) in host memory, or in
+   * the execution space's memory when reads_space_memory(). Integer addition is associative, so
+   * the result is exact and independent of the MPI algorithm; overflow is the caller's to prevent
+   * (Exact reserves headroom bits for it). @collective @deterministic
+   * @throws config_error if the View is not contiguous or MPI cannot read its memory; comm_error
    */
   template <class View>
-    requires detail::HostVectorOf<View, std::int64_t>
+    requires detail::VectorOf<View, std::int64_t>
   void allreduce_sum(const View& values) const {
     allreduce_in_place(values, MPI_SUM, "reprosgd::DataParallel::allreduce_sum");
   }
@@ -395,6 +409,12 @@ class DataParallel {
     using T = typename View::non_const_value_type;
     if (!values.span_is_contiguous())
       throw config_error(std::string(who) + ": the View is not contiguous");
+    using Mem = typename View::memory_space;
+    constexpr bool host = static_cast<bool>(Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible);
+    if (!host && !(std::is_same_v<Mem, typename ExecSpace::memory_space> && reads_space_memory_))
+      throw config_error(std::string(who) + ": a View in " + Mem::name() +
+                         " memory, which this MPI library cannot read (not device-aware: " +
+                         describe(mpi_device_support()) + "); stage it through a host View");
     // MPI counts are int: send the vector in chunks of at most 2^30 elements.
     constexpr long chunk = 1L << 30;
     const long n = static_cast<long>(values.extent(0));
@@ -447,6 +467,7 @@ class DataParallel {
   detail::CommHandle comm_{};
   int rank_ = 0;
   int size_ = 1;
+  bool reads_space_memory_ = true;
   collective_check check_ = &throw_on_error;
 };
 

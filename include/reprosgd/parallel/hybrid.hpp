@@ -35,12 +35,14 @@ REPROSGD_BEGIN_NAMESPACE
  * duplicate of the replica's communicator with MPI_ERRORS_RETURN (failures throw comm_error).
  *
  * MPI receives host buffers: on a device backend the activations would need staging (or a
- * CUDA-aware MPI); this policy is for host memory, which the static_assert states.
+ * CUDA-aware MPI); this policy is for host memory, which the static_assert states. So its
+ * default execution space (and Hybrid's, ModelParallel's and UlfmHybrid's) is the default *host*
+ * space: the same as the default space in a host build, and usable in a CUDA build.
  *
  * @tparam Comm the communicator wrapper whose error semantics apply (DataParallel: comm_error;
  *         UlfmDataParallel: a dead peer revokes and throws process_failure).
  */
-template <class ExecSpace = Kokkos::DefaultExecutionSpace, class Comm = DataParallel<ExecSpace, Exact>>
+template <class ExecSpace = Kokkos::DefaultHostExecutionSpace, class Comm = DataParallel<ExecSpace, Exact>>
 class MpiModelGroup {
   static_assert(Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible,
                 "reprosgd::MpiModelGroup: model parallelism exchanges activations through host memory");
@@ -228,7 +230,7 @@ class BasicHybrid : public CommT<ExecSpace, Red> {
 };
 
 /// Hybrid parallelism with MPI errors as comm_error (see BasicHybrid).
-template <class ExecSpace = Kokkos::DefaultExecutionSpace, class Red = Exact>
+template <class ExecSpace = Kokkos::DefaultHostExecutionSpace, class Red = Exact>
 class Hybrid : public BasicHybrid<ExecSpace, Red, DataParallel> {
  public:
   using BasicHybrid<ExecSpace, Red, DataParallel>::BasicHybrid;
@@ -238,7 +240,7 @@ class Hybrid : public BasicHybrid<ExecSpace, Red, DataParallel> {
  * Model parallelism: one replica of all P ranks (the 1 x P grid of Hybrid). Every Dense layer's
  * output features are split across the ranks; parameters and optimizer state are sharded.
  */
-template <class ExecSpace = Kokkos::DefaultExecutionSpace, class Red = Exact>
+template <class ExecSpace = Kokkos::DefaultHostExecutionSpace, class Red = Exact>
 class ModelParallel : public Hybrid<ExecSpace, Red> {
  public:
   explicit ModelParallel(MPI_Comm comm = MPI_COMM_WORLD, const ExecSpace& space = ExecSpace())

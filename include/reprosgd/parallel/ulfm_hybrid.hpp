@@ -35,7 +35,7 @@ REPROSGD_BEGIN_NAMESPACE
  * micro-batches per step). The Trainer then restores the lost shards (BuddyStore, or the newest
  * disk checkpoint) and re-partitions the layers (docs/parallelism.md, fault tolerance).
  */
-template <class ExecSpace = Kokkos::DefaultExecutionSpace, class Red = Exact>
+template <class ExecSpace = Kokkos::DefaultHostExecutionSpace, class Red = Exact>
 class UlfmHybrid : public BasicHybrid<ExecSpace, Red, UlfmDataParallel> {
   using hybrid = BasicHybrid<ExecSpace, Red, UlfmDataParallel>;
 

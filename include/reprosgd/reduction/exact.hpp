@@ -89,6 +89,14 @@ class Exact {
   template <class Mem>
   static constexpr bool host_memory = std::is_same_v<Mem, Kokkos::HostSpace>;
 
+  /// Whether the policy's collectives may be handed device memory (a CUDA- or ROCm-aware MPI:
+  /// DataParallel::reads_space_memory); a policy that cannot say gets host buffers.
+  template <class Par>
+  static bool reads_device_memory(const Par& par) {
+    if constexpr (requires { par.reads_space_memory(); }) return par.reads_space_memory();
+    else return false;
+  }
+
   /// The rows' column count, after checking the sum's length and the micro-batch count.
   template <class Rows, class Sum>
   static long check_shapes(const Rows& rows, const Sum& sum, long total_micro_batches) {
@@ -174,6 +182,9 @@ class Exact {
     const auto elems = Kokkos::make_pair(0L, n);
     kern.quantise(0, nblocks, ws.acc.data(), 0, nullptr, 0);
     if constexpr (host_memory<mem>) {
+      par.allreduce_sum(Kokkos::subview(ws.acc, elems));
+    } else if (reads_device_memory(par)) {
+      space.fence();  // the quantised integers are written before MPI reads them
       par.allreduce_sum(Kokkos::subview(ws.acc, elems));
     } else {
       Kokkos::deep_copy(Kokkos::subview(ws.acc_host, elems), Kokkos::subview(ws.acc, elems));
