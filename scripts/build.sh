@@ -100,13 +100,16 @@ if [ $variants = 1 ]; then
   # only (no GPU here): train_mlp, every unit-test area with its kernels instantiated for the device,
   # and cuda_gemm_bench, for sm_90 (Hopper). Not sm_80 too: Kokkos builds for one GPU architecture
   # and refuses at initialisation a device of another, so Ampere would need a second Kokkos and a
-  # second variant (CI time). scripts/device_check.sh runs this build on a GPU.
+  # second variant (CI time). scripts/device_check.sh runs this build on a GPU. With MPI like the
+  # main build: DataParallel on the device (the exact reduction's integers staged through host
+  # buffers unless the MPI is CUDA-aware) and the host-only policies compiled by nvcc; the device
+  # check carries that MPI and trains on 2 ranks sharing the GPU.
   kokkos_cuda="$CACHE/kokkos4-cuda" cuda_toolkit="$CACHE/cuda-12.4"
   if [ -f "$kokkos_cuda/.complete" ] && [ -f "$cuda_toolkit/.complete" ]; then
     cuda_build="$VARIANTS_DIR/kokkos4-cuda"
     configure_and_build "$cuda_build" "$kokkos_cuda" "$kokkos_cuda/bin/nvcc_wrapper_pinned" \
       "-O2" -DKokkos_ROOT="$kokkos_cuda" -DCUDAToolkit_ROOT="$cuda_toolkit" \
-      -DREPROSGD_ENABLE_MPI=OFF -DREPROSGD_VARIANT_BUILD=ON -DREPROSGD_VARIANT_AREAS=all -DREPROSGD_BUILD_BENCH=OFF --
+      "${mpi_flags[@]}" -DREPROSGD_VARIANT_BUILD=ON -DREPROSGD_VARIANT_AREAS=all -DREPROSGD_BUILD_BENCH=OFF --
   else
     cuda_missing="no Kokkos 4.6.1 with CUDA in $kokkos_cuda (scripts/setup_cuda.sh builds it when it can download the CUDA 12.4 toolkit and ../shared/deps has the Kokkos 4.6.1 source)"
   fi

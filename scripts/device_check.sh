@@ -6,7 +6,9 @@
 #   device_check.sh prepare OUT   (here, after build.sh --variants made the CUDA build) bundle into
 #                                 OUT: the CUDA build's train_mlp, unit tests and cuda_gemm_bench,
 #                                 libcudart, the test data, and the configurations with the
-#                                 fingerprints this machine's CPU build gives them; at most 60 MB
+#                                 fingerprints this machine's CPU build gives them; when the CUDA
+#                                 build has MPI, the Open MPI it was built with (relocated) and
+#                                 2-rank configurations too; at most 60 MB
 #   device_check.sh run BUNDLE    (on the GPU machine) run the unit tests, train every configuration
 #                                 on the GPU and compare with the CPU's fingerprint, bench the GEMM;
 #                                 prints a table; exit 0 when every test passes and every fingerprint
@@ -25,16 +27,26 @@ usage() { echo "usage: device_check.sh prepare OUT | run BUNDLE" >&2; exit 2; }
 [ $# -eq 2 ] || usage
 mode=$1 dir=$2
 
-# The configurations: NAME|ARGS. golden and golden_chunked are tests/determinism's pinned
+# The configurations: NAME|RANKS|ARGS. golden and golden_chunked are tests/determinism's pinned
 # fingerprints; contract and contract_chunked are the cross-build checks' (dropout, Adam, a cosine
 # schedule with warm-up, shuffling, 120 steps); sgd_momentum is train_mlp's default optimizer.
+# With MPI, golden and contract also run on 2 ranks sharing the GPU (data parallel, the exact
+# reduction's integers staged through the host unless the MPI is CUDA-aware): their expected
+# fingerprint is the 1-process CPU one (level L3, then L5).
 configurations() {
-  echo "golden|$(sed -n 1p "$root/tests/determinism/golden.txt")"
-  echo "golden_chunked|$(sed -n 1p "$root/tests/determinism/golden_chunked.txt")"
-  local contract="--data synthetic --synthetic-train 2048 --synthetic-test 512 --layers 784,64,32,10 --dropout 0.2 --optimizer adam --lr 0.002 --schedule cosine --warmup 10 --batch 64 --micro-batch 16 --steps 120 --seed 7 --quiet"
-  echo "contract|$contract"
-  echo "contract_chunked|$contract --feature-chunk 16"
-  echo "sgd_momentum|--data synthetic --synthetic-train 2048 --synthetic-test 512 --layers 784,128,64,10 --optimizer sgd --lr 0.05 --batch 128 --micro-batch 32 --steps 60 --seed 11 --quiet"
+  local with_mpi=$1
+  local golden contract
+  golden=$(sed -n 1p "$root/tests/determinism/golden.txt")
+  contract="--data synthetic --synthetic-train 2048 --synthetic-test 512 --layers 784,64,32,10 --dropout 0.2 --optimizer adam --lr 0.002 --schedule cosine --warmup 10 --batch 64 --micro-batch 16 --steps 120 --seed 7 --quiet"
+  echo "golden|1|$golden"
+  echo "golden_chunked|1|$(sed -n 1p "$root/tests/determinism/golden_chunked.txt")"
+  echo "contract|1|$contract"
+  echo "contract_chunked|1|$contract --feature-chunk 16"
+  echo "sgd_momentum|1|--data synthetic --synthetic-train 2048 --synthetic-test 512 --layers 784,128,64,10 --optimizer sgd --lr 0.05 --batch 128 --micro-batch 32 --steps 60 --seed 11 --quiet"
+  if [ "$with_mpi" = 1 ]; then
+    echo "golden_2ranks|2|$golden"
+    echo "contract_2ranks|2|$contract"
+  fi
 }
 
 prepare() {
@@ -60,14 +72,29 @@ prepare() {
   [ -n "$cudart" ] && cp -L "$cudart" "$out/lib/"
   cp -r "$root/tests/data/." "$out/data/"
   cp "$root/scripts/device_check.sh" "$out/"
-  # Expected fingerprints: the CPU build, Serial backend, on this machine.
+  # The MPI the CUDA build links, whole (mpiexec, prte and their libraries; relocatable: the run
+  # sets OPAL_PREFIX), without its headers, compiler wrappers' Python and docs.
+  local with_mpi=0 libmpi
+  libmpi=$(ldd "$cuda/apps/train_mlp" 2>/dev/null | awk '$1 ~ /^libmpi\.so/ && $3 ~ /^\// { print $3 }')
+  if [ -n "$libmpi" ]; then
+    local mpi_prefix
+    mpi_prefix=$(cd "$(dirname "$(readlink -f "$libmpi")")/.." && pwd)
+    [ -x "$mpi_prefix/bin/mpiexec" ] || { echo "device_check: no mpiexec next to $libmpi" >&2; exit 2; }
+    mkdir -p "$out/mpi"
+    cp -a "$mpi_prefix/bin" "$mpi_prefix/share" "$out/mpi/"
+    [ -d "$mpi_prefix/etc" ] && cp -a "$mpi_prefix/etc" "$out/mpi/"
+    cp -a "$mpi_prefix/lib" "$out/mpi/"
+    rm -rf "$out/mpi/lib"/python*
+    with_mpi=1
+  fi
+  # Expected fingerprints: the CPU build, Serial backend, one process, on this machine.
   : >"$out/configurations.txt"
-  while IFS='|' read -r name args; do
+  while IFS='|' read -r name ranks args; do
     local fp
     fp=$(OMP_PROC_BIND=false "$host" $args --backend serial 2>&1 | tail -n 1 | sed -n 's/^fingerprint //p')
     [ -n "$fp" ] || { echo "device_check: the CPU build gave no fingerprint for $name" >&2; exit 2; }
-    echo "$name|$args|$fp" >>"$out/configurations.txt"
-  done < <(configurations)
+    echo "$name|$ranks|$args|$fp" >>"$out/configurations.txt"
+  done < <(configurations $with_mpi)
   {
     echo "commit: $(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
     echo "prepared: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -87,6 +114,13 @@ run() {
   [ -f "$b/configurations.txt" ] && [ -x "$b/bin/train_mlp" ] || { echo "device_check: $b is not a bundle (device_check.sh prepare makes one)" >&2; exit 2; }
   export LD_LIBRARY_PATH="$b/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export REPROSGD_TEST_DATA_DIR="$b/data" OMP_PROC_BIND=false
+  local mpiexec=()
+  if [ -d "$b/mpi" ]; then
+    export OPAL_PREFIX="$b/mpi" PATH="$b/mpi/bin:$PATH"
+    export LD_LIBRARY_PATH="$b/mpi/lib:$b/mpi/lib/openmpi:$LD_LIBRARY_PATH"
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    mpiexec=("$b/mpi/bin/mpiexec" --oversubscribe)
+  fi
   cat "$b/MANIFEST"
   command -v nvidia-smi >/dev/null && nvidia-smi -L || echo "no nvidia-smi on this machine"
   echo "backend: $backend; host: $(lscpu | sed -n 's/^Model name: *//p' | head -n 1)"
@@ -104,15 +138,16 @@ run() {
   done
   echo
   echo "## CPU == GPU fingerprints (CPU: the bundle's expected values; device: train_mlp --backend $backend)"
-  echo "| configuration | CPU | device | |"
-  echo "|---|---|---|---|"
-  while IFS='|' read -r name args want; do
-    local got
-    got=$(timeout 600 "$b/bin/train_mlp" $args --backend "$backend" 2>&1 | tail -n 1 | sed -n 's/^fingerprint //p') || true
+  echo "| configuration | ranks | CPU (1 process) | device | |"
+  echo "|---|---|---|---|---|"
+  while IFS='|' read -r name ranks args want; do
+    local got launch=()
+    [ "$ranks" -gt 1 ] && launch=("${mpiexec[@]}" -n "$ranks")
+    got=$(timeout 600 "${launch[@]}" "$b/bin/train_mlp" $args --backend "$backend" 2>&1 </dev/null | tail -n 1 | sed -n 's/^fingerprint //p') || true
     if [ "$got" = "$want" ]; then
-      echo "| $name | $want | $got | same |"
+      echo "| $name | $ranks | $want | $got | same |"
     else
-      echo "| $name | $want | ${got:-(none)} | DIFFERENT |"
+      echo "| $name | $ranks | $want | ${got:-(none)} | DIFFERENT |"
       fail=1
     fi
   done <"$b/configurations.txt"

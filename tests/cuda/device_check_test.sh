@@ -13,7 +13,14 @@ fail() { echo "FAIL: $*"; exit 1; }
 export REPROSGD_CUDA_BUILD=$build REPROSGD_HOST_TRAIN_MLP=$build/apps/train_mlp REPROSGD_DEVICE_UNIT_TESTS=unit_rng
 bash "$root/scripts/device_check.sh" prepare "$tmp/bundle" >"$tmp/prepare.log" 2>&1 || { cat "$tmp/prepare.log"; fail "prepare"; }
 cat "$tmp/prepare.log"
-[ "$(wc -l <"$tmp/bundle/configurations.txt")" = 5 ] || fail "5 configurations expected"
+# 5 configurations on one process, and 2 on 2 ranks when the build has MPI (then the bundle
+# carries that MPI, which the run below uses through mpiexec from the bundle).
+rows=5
+if ldd "$build/apps/train_mlp" | grep -q 'libmpi\.so'; then
+  rows=7
+  [ -x "$tmp/bundle/mpi/bin/mpiexec" ] || fail "the build has MPI but the bundle has no mpi/bin/mpiexec"
+fi
+[ "$(wc -l <"$tmp/bundle/configurations.txt")" = $rows ] || fail "$rows configurations expected"
 # The pinned goldens are what the CPU build computed.
 grep -q "^golden|.*|$(sed -n 2p "$root/tests/determinism/golden.txt" | cut -d' ' -f2)$" "$tmp/bundle/configurations.txt" ||
   fail "the bundle's golden fingerprint is not tests/determinism/golden.txt's"
@@ -22,7 +29,8 @@ REPROSGD_DEVICE_BACKEND=openmp bash "$tmp/bundle/device_check.sh" run "$tmp/bund
 rc=$?
 cat "$tmp/run.log"
 [ $rc = 0 ] || fail "the run exited $rc"
-[ "$(grep -c '| same |$' "$tmp/run.log")" = 5 ] || fail "5 rows 'same' expected"
+[ "$(grep -c '| same |$' "$tmp/run.log")" = $rows ] || fail "$rows rows 'same' expected"
+[ $rows = 5 ] || grep -q '^| golden_2ranks | 2 | ' "$tmp/run.log" || fail "no golden_2ranks row"
 grep -q '^unit_rng: passed' "$tmp/run.log" || fail "unit_rng did not pass"
 grep -q '^device check: PASSED$' "$tmp/run.log" || fail "no PASSED line"
 
@@ -30,7 +38,7 @@ sed -i '3s/|[0-9a-f]*$/|00000000000000000000000000000000/' "$tmp/bundle/configur
 REPROSGD_DEVICE_BACKEND=openmp bash "$tmp/bundle/device_check.sh" run "$tmp/bundle" >"$tmp/bad.log" 2>&1
 rc=$?
 [ $rc = 1 ] || { cat "$tmp/bad.log"; fail "a changed fingerprint exited $rc, not 1"; }
-grep -q '^| contract | 00000000000000000000000000000000 | [0-9a-f]* | DIFFERENT |$' "$tmp/bad.log" || { cat "$tmp/bad.log"; fail "no DIFFERENT row for contract"; }
+grep -q '^| contract | 1 | 00000000000000000000000000000000 | [0-9a-f]* | DIFFERENT |$' "$tmp/bad.log" || { cat "$tmp/bad.log"; fail "no DIFFERENT row for contract"; }
 grep -q '^device check: FAILED$' "$tmp/bad.log" || fail "no FAILED line"
 
 bash "$root/scripts/device_check.sh" run "$tmp" >"$tmp/none.log" 2>&1
