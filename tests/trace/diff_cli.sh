@@ -53,7 +53,7 @@ n=$(wc -l <"$tmp/truncated")
 bad "a truncated trace" "reprosgd_diff: error: $tmp/truncated: line $((n + 1)) is truncated (no end of line: was the run killed while writing it?)" \
   "$tmp/a" "$tmp/truncated"
 { head -n 3 "$tmp/a"; echo '{"event":"step","step":2,'; } >"$tmp/damaged"
-bad "a damaged line" "reprosgd_diff: error: $tmp/damaged: line 4 is not JSON (the line ends early (expected a key) at column 26): truncated or damaged" \
+bad "a damaged line" "reprosgd_diff: error: $tmp/damaged: line 4 is not JSON (Missing a name for object member. at column 26): truncated or damaged" \
   "$tmp/damaged" "$tmp/a"
 "$exe" "${base[@]}" --metrics "$tmp/metrics" >/dev/null
 bad "not a trace (a metrics file)" "reprosgd_diff: error: $tmp/metrics: not a ReproSGD trace (its first line is not a trace header)" \
