@@ -21,21 +21,29 @@ namespace reprosgd_diff {
 /// A JSON value. Numbers keep their text; objects keep their keys in order.
 struct Json {
   enum class Kind { null, boolean, number, string, array, object };
+  struct Member;  // {key, value}: complete below, after Json (std::vector allows that; std::pair would not)
   Kind kind = Kind::null;
   bool boolean = false;
   std::string text;  // number: its text; string: its value
   std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> members;
+  std::vector<Member> members;
 
   [[nodiscard]] bool is(Kind k) const noexcept { return kind == k; }
   /// The member `key` of an object, or nullptr.
-  [[nodiscard]] const Json* find(std::string_view key) const {
-    if (kind != Kind::object) return nullptr;
-    for (const auto& [k, v] : members)
-      if (k == key) return &v;
-    return nullptr;
-  }
+  [[nodiscard]] const Json* find(std::string_view key) const;
 };
+
+struct Json::Member {
+  std::string key;
+  Json value;
+};
+
+inline const Json* Json::find(std::string_view key) const {
+  if (kind != Kind::object) return nullptr;
+  for (const auto& [k, v] : members)
+    if (k == key) return &v;
+  return nullptr;
+}
 
 /// Thrown on text that is not one JSON value; what() names the column.
 struct json_error : std::runtime_error {
@@ -83,7 +91,7 @@ class Builder : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Builder> 
       return true;
     }
     Json& parent = *open_.back();
-    if (parent.kind == Json::Kind::object) parent.members.emplace_back(std::move(key_), std::move(v));
+    if (parent.kind == Json::Kind::object) parent.members.push_back(Json::Member{std::move(key_), std::move(v)});
     else parent.items.push_back(std::move(v));
     return true;
   }
@@ -94,7 +102,7 @@ class Builder : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Builder> 
     Json* placed = open_.empty() ? &root_ : nullptr;
     if (!placed) {
       Json& parent = *open_.back();
-      placed = parent.kind == Json::Kind::object ? &parent.members.back().second : &parent.items.back();
+      placed = parent.kind == Json::Kind::object ? &parent.members.back().value : &parent.items.back();
     }
     // Its address stays valid while it is open: until it closes, values go into it, never into
     // the vector that holds it.
