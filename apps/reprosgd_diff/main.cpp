@@ -14,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -50,11 +51,11 @@ std::string describe_trace(const Trace& t) {
   return s + ")";
 }
 
-// The layers of a step line, by layer index (empty at step level).
-std::vector<const Json*> layers_of(const Json& step, std::size_t count) {
+// The entries of a step line's array `key` ("layers" or "tensors"), by layer index (null where absent).
+std::vector<const Json*> entries_of(const Json& step, const char* key, std::size_t count) {
   std::vector<const Json*> out(count, nullptr);
-  if (const Json* layers = step.find("layers"))
-    for (const Json& l : layers->items) out[std::stoull(l.find("layer")->text)] = &l;
+  if (const Json* entries = step.find(key))
+    for (const Json& l : entries->items) out[std::stoull(l.find("layer")->text)] = &l;
   return out;
 }
 
@@ -63,73 +64,92 @@ struct TensorDiff {
   std::string name;
   std::string a, b;
 };
-std::vector<TensorDiff> layer_differences(const Json& a, const Json& b) {
-  std::vector<TensorDiff> out;
-  auto cmp = [&](const std::string& name, const std::string& x, const std::string& y) {
-    if (x != y) out.push_back({name, x.empty() ? "absent" : x, y.empty() ? "absent" : y});
-  };
-  cmp("gradient", member_text(a, "gradient"), member_text(b, "gradient"));
+void compare_text(std::vector<TensorDiff>& out, const std::string& name, const std::string& x, const std::string& y) {
+  if (x != y) out.push_back({name, x.empty() ? "absent" : x, y.empty() ? "absent" : y});
+}
+// A layer's first-micro-batch activations (tensor level): forward output, then input gradient.
+void tensor_differences(std::vector<TensorDiff>& out, const Json& a, const Json& b) {
+  compare_text(out, "output", member_text(a, "output"), member_text(b, "output"));
+  compare_text(out, "input gradient", member_text(a, "input_gradient"), member_text(b, "input_gradient"));
+}
+// A layer's step fingerprints (layer level): reduced gradient, optimizer state, parameters.
+void layer_differences(std::vector<TensorDiff>& out, const Json& a, const Json& b) {
+  compare_text(out, "gradient", member_text(a, "gradient"), member_text(b, "gradient"));
   const Json& oa = *a.find("optimizer");
   const Json& ob = *b.find("optimizer");
-  for (const auto& [name, v] : oa.members) cmp("optimizer " + name, v.text, member_text(ob, name.c_str()));
+  for (const auto& [name, v] : oa.members) compare_text(out, "optimizer " + name, v.text, member_text(ob, name.c_str()));
   for (const auto& [name, v] : ob.members)
-    if (!oa.find(name)) cmp("optimizer " + name, "", v.text);
-  cmp("parameters", member_text(a, "parameters"), member_text(b, "parameters"));
-  return out;
+    if (!oa.find(name)) compare_text(out, "optimizer " + name, "", v.text);
+  compare_text(out, "parameters", member_text(a, "parameters"), member_text(b, "parameters"));
 }
 
 // Compare one step present in both traces: the lines that describe how they differ (none when equal).
-std::vector<std::string> step_divergence(const Trace& A, const Trace& B, std::uint64_t step, bool compare_layers) {
+// `depth` is what both traces record: 0 step, 1 layer, 2 tensor.
+std::vector<std::string> step_divergence(const Trace& A, const Trace& B, std::uint64_t step, int depth) {
   const Json& a = A.steps.at(step).json;
   const Json& b = B.steps.at(step).json;
   const bool same_batches = micro_batch_text(a) == micro_batch_text(b);
   const bool same_loss = member_text(a, "loss_bits") == member_text(b, "loss_bits");
   const bool same_state = member_text(a, "state") == member_text(b, "state");
+  // Per layer, what differs: its first-micro-batch activations (tensor level), then its step fingerprints.
   std::vector<std::pair<std::uint64_t, std::vector<TensorDiff>>> layers;
-  if (compare_layers) {
-    const auto la = layers_of(a, A.layers.size()), lb = layers_of(b, B.layers.size());
-    for (std::size_t l = 0; l < la.size(); ++l) {
-      if (!la[l] && !lb[l]) continue;
-      if (!la[l] || !lb[l]) {
-        layers.push_back({l, {{"fingerprints", la[l] ? "present" : "absent", lb[l] ? "present" : "absent"}}});
-        continue;
-      }
-      auto d = layer_differences(*la[l], *lb[l]);
-      if (!d.empty()) layers.emplace_back(l, std::move(d));
+  for (std::size_t l = 0; depth >= 1 && l < A.layers.size(); ++l) {
+    std::vector<TensorDiff> d;
+    if (depth >= 2) {
+      const Json* ta = entries_of(a, "tensors", A.layers.size())[l];
+      const Json* tb = entries_of(b, "tensors", B.layers.size())[l];
+      if (ta && tb)
+        tensor_differences(d, *ta, *tb);
+      else if (ta || tb)
+        d.push_back({"activations", ta ? "present" : "absent", tb ? "present" : "absent"});
     }
+    const Json* la = entries_of(a, "layers", A.layers.size())[l];
+    const Json* lb = entries_of(b, "layers", B.layers.size())[l];
+    if (la && lb)
+      layer_differences(d, *la, *lb);
+    else if (la || lb)
+      d.push_back({"fingerprints", la ? "present" : "absent", lb ? "present" : "absent"});
+    if (!d.empty()) layers.emplace_back(l, std::move(d));
   }
   std::vector<std::string> out;
   if (same_batches && same_loss && same_state && layers.empty()) return out;
 
-  // The first tensor in the order the step computes them: the micro-batches, the loss (forward),
-  // the reduced gradient (backward and reduction), the optimizer state and the parameters (update).
+  // The first tensor in the order the step computes them: the micro-batches; the first
+  // micro-batch's forward outputs (first layer to last) and input gradients (backward: last layer
+  // to first); the loss of all micro-batches; the reduced gradients (backward, last layer first);
+  // the optimizer state and the parameters (the update, first layer to last).
   std::string tensor;
+  const std::string first_micro_batch = micro_batch_text(a).substr(0, micro_batch_text(a).find('.'));
+  // The first layer, in forward (or backward) order, with a differing tensor whose name starts with `kind`.
+  auto find = [&](const std::string& kind, bool backward) {
+    auto names = [&](const std::pair<std::uint64_t, std::vector<TensorDiff>>& entry) {
+      for (const TensorDiff& d : entry.second)
+        if (d.name.rfind(kind, 0) == 0) {
+          tensor = "the " + d.name + " of " + layer_name(A, entry.first);
+          if (kind == "output" || kind == "input gradient" || kind == "activations")
+            tensor += " on micro-batch " + first_micro_batch + ", the step's first (" +
+                      (kind == "output" ? "forward" : kind == "input gradient" ? "backward" : "tensor level") + ")";
+          return true;
+        }
+      return false;
+    };
+    if (backward) {
+      for (auto it = layers.rbegin(); it != layers.rend() && !names(*it);) ++it;
+    } else {
+      for (auto it = layers.begin(); it != layers.end() && !names(*it);) ++it;
+    }
+    return !tensor.empty();
+  };
   if (!same_batches) {
     tensor = "the micro-batches (" + micro_batch_text(a) + " in A, " + micro_batch_text(b) + " in B)";
+  } else if (find("output", false) || find("input gradient", true) || find("activations", false)) {
   } else if (!same_loss) {
     tensor = "the loss";
-  } else if (!layers.empty()) {
-    // Gradients are computed by backward, from the last layer to the first: the highest layer
-    // whose gradient differs came first. The update then runs over the parameters in order.
-    for (const std::string kind : {"gradient", "optimizer", "parameters", "fingerprints"}) {
-      auto names = [&](const std::pair<std::uint64_t, std::vector<TensorDiff>>& entry) {
-        for (const TensorDiff& d : entry.second)
-          if (d.name.rfind(kind, 0) == 0) {
-            tensor = (d.name == "fingerprints" ? "the fingerprints" : "the " + d.name) + " of " + layer_name(A, entry.first);
-            return true;
-          }
-        return false;
-      };
-      if (kind == "gradient") {
-        for (auto it = layers.rbegin(); it != layers.rend() && !names(*it);) ++it;
-      } else {
-        for (auto it = layers.begin(); it != layers.end() && !names(*it);) ++it;
-      }
-      if (!tensor.empty()) break;
-    }
+  } else if (find("gradient", true) || find("optimizer", false) || find("parameters", false) ||
+             find("fingerprints", false)) {
   } else {
-    tensor = compare_layers ? "the optimizer's scalars (step count; only the whole-state fingerprint differs)"
-                            : "the model and optimizer state (a step-level trace: --trace-level layer names the layer)";
+    tensor = depth >= 1 ? "the optimizer's scalars (step count; only the whole-state fingerprint differs)"
+                        : "the model and optimizer state (a step-level trace: --trace-level layer names the layer)";
   }
   out.push_back("first divergence: step " + std::to_string(step) + " (epoch " + member_text(a, "epoch") +
                 ", micro-batches " + micro_batch_text(a) + "): " + tensor);
@@ -143,7 +163,7 @@ std::vector<std::string> step_divergence(const Trace& A, const Trace& B, std::ui
     for (const TensorDiff& d : diffs) names += (names.empty() ? "" : ", ") + d.name;
     out.push_back("  " + layer_name(A, l) + ": " + names + " differ");
   }
-  if (compare_layers && layers.empty() && !same_state) out.push_back("  layers: all equal");
+  if (depth >= 1 && layers.empty() && !same_state) out.push_back("  layers: all equal");
   out.push_back("  state: " + member_text(a, "state") + " in A, " + member_text(b, "state") + " in B");
   return out;
 }
@@ -191,10 +211,12 @@ int compare(const Trace& A, const Trace& B) {
   }
   for (const auto& [k, v] : B.config)
     if (!value_of(A, k)) lines.push_back("configuration: " + k + " is absent in A, " + v + " in B");
-  const bool compare_layers = A.level != "step" && B.level != "step";
+  // What both traces record: 0 the step fields, 1 also the layers, 2 also the first micro-batch's activations.
+  auto depth_of = [](const std::string& level) { return level == "tensor" ? 2 : level == "layer" ? 1 : 0; };
+  const int depth = std::min(depth_of(A.level), depth_of(B.level));
   if (A.level != B.level)
     lines.push_back("note: A is a " + A.level + "-level trace and B a " + B.level + "-level one: " +
-                    (compare_layers ? "the layers are compared" : "only the step fields are compared"));
+                    (depth == 1 ? "the layers are compared, not the activations" : "only the step fields are compared"));
   for (const auto* t : {&A, &B})
     for (const TraceRecord& f : t->failures) {
       std::string ranks;
@@ -213,7 +235,7 @@ int compare(const Trace& A, const Trace& B) {
     if (common == 0) first_common = step;
     last_common = step;
     ++common;
-    auto divergence = step_divergence(A, B, step, compare_layers);
+    auto divergence = step_divergence(A, B, step, depth);
     if (divergence.empty() && A.evaluations.count(step) && B.evaluations.count(step))
       divergence = evaluation_divergence(A, B, step);
     if (!divergence.empty()) {

@@ -103,6 +103,8 @@ inline Trace read_trace(const std::string& path) {
         throw bad_input(path + ": trace format version " + std::to_string(version) + ", this reprosgd_diff reads version " +
                         std::to_string(supported_trace_version));
       t.level = detail::string_member(j, "level", where);
+      if (t.level != "step" && t.level != "layer" && t.level != "tensor")
+        throw bad_input(where + ": unknown trace level \"" + t.level + "\" (step, layer or tensor)");
       const Json* layers = j.find("layers");
       if (!layers || !layers->is(Json::Kind::array)) throw bad_input(where + ": the header has no \"layers\" array");
       for (const Json& l : layers->items) {
@@ -135,6 +137,15 @@ inline Trace read_trace(const std::string& path) {
           (void)detail::string_member(l, "gradient", where);
           const Json* opt = l.find("optimizer");
           if (!opt || !opt->is(Json::Kind::object)) throw bad_input(where + ": a layer without an \"optimizer\" object");
+        }
+      }
+      if (const Json* tensors = j.find("tensors")) {
+        if (!tensors->is(Json::Kind::array)) throw bad_input(where + ": \"tensors\" is not an array");
+        for (const Json& l : tensors->items) {
+          if (!l.is(Json::Kind::object)) throw bad_input(where + ": an entry of \"tensors\" is not an object");
+          if (detail::unsigned_member(l, "layer", where) >= t.layers.size())
+            throw bad_input(where + ": a layer index beyond the header's layers");
+          (void)detail::string_member(l, "output", where);
         }
       }
       const auto [it, fresh] = t.steps.emplace(step, TraceRecord{line, std::move(j)});

@@ -207,8 +207,9 @@ int main(int argc, char** argv) {
                  "reprosgd_diff (docs/diagnosis.md)");
   app.add_option("--trace-level", c.trace_level,
                  "step (the whole state's fingerprint) | layer (also each layer's parameters, reduced gradient and "
-                 "optimizer state)")
-      ->check(CLI::IsMember({"step", "layer"}));
+                 "optimizer state) | tensor (also each layer's forward output and input gradient for the step's first "
+                 "micro-batch)")
+      ->check(CLI::IsMember({"step", "layer", "tensor"}));
   app.add_option("--train-samples", c.train_samples, "use only the first N training samples");
   app.add_option("--test-samples", c.test_samples, "use only the first N test samples");
   app.add_option("--synthetic-train", c.synthetic_train, "synthetic data: training samples");

@@ -214,7 +214,7 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
   o.min_ranks = c.min_ranks;
   o.buddy_every = c.buddy_every;
   o.trace = c.trace;
-  o.trace_level = c.trace_level == "layer" ? TraceLevel::layer : TraceLevel::step;
+  o.trace_level = c.trace_level == "tensor" ? TraceLevel::tensor : c.trace_level == "layer" ? TraceLevel::layer : TraceLevel::step;
   using Space = typename Par::execution_space;
   Trainer<Par, PhiloxStream, PortableBinaryFormat, Fault> trainer(o, std::move(par));
   const int rank = printing_rank(trainer.parallelism());

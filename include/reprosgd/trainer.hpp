@@ -321,6 +321,7 @@ class Trainer {
     run.schedule.check();
     lay_out(run, model);
     trace_.start(par_, options_, model, describe(model, opt, train), state.step);
+    step_.record_tensors(trace_.records_tensors());
     run.result.steps = state.step;
     if constexpr (buddy_snapshots) recovery_.refresh(par_, model, state.optimizer, state.step);
     run.stage = Stage::compute;
@@ -456,9 +457,10 @@ class Trainer {
   void trace_step(const FitRun& run, Model& model, const TrainState<Opt, memory_space>& state) {
     if constexpr (ShardedParallelism<Par> && RecoverableParallelism<Par>) {
       trace_.step(par_, sharding_, model, state.optimizer, step_.grad_sum(), run.last, run.M,
-                  [this] { (void)par_.agree(true); });
+                  step_.first_micro_batch_tensors(), [this] { (void)par_.agree(true); });
     } else {
-      trace_.step(par_, sharding_, model, state.optimizer, step_.grad_sum(), run.last, run.M, [] {});
+      trace_.step(par_, sharding_, model, state.optimizer, step_.grad_sum(), run.last, run.M,
+                  step_.first_micro_batch_tensors(), [] {});
     }
   }
 

@@ -35,6 +35,23 @@ has_line "layer level: native 2 vs 3 ranks part at step 0 in the last layer's gr
   "first divergence: step 0 (epoch 0, micro-batches 0..11): the gradient of layer 6 (dense(16,10,he))"
 grep -q '^  layer [036] (dense([0-9,]*,he)): gradient, optimizer m, optimizer v, parameters differ$' "$tmp/out.layer" &&
   echo "ok: layer level: the layer's tensors listed" || fail "layer level: no layer line"
+# The tensor level (the first micro-batch's activations: data rank 0 runs it, the model-parallel
+# shards gather each layer's output and sum its input gradient) is the one-process trace too; with
+# native, 2 and 3 ranks have the same activations at step 0 and part in the reduced gradient.
+"$exe" "${base[@]}" --threads 1 --trace-level tensor --trace "$tmp/one.tensor" >/dev/null
+$launcher -n 3 "$exe" "${base[@]}" --threads 1 --trace-level tensor --trace "$tmp/np3.tensor" >/dev/null 2>&1 ||
+  fail "3 ranks (tensor level): the run failed"
+same_bytes "tensor level: 3 ranks, exact" "$tmp/one.tensor" "$tmp/np3.tensor"
+$launcher -n 2 "$exe" "${base[@]}" --threads 1 --parallel model --trace-level tensor --trace "$tmp/model.tensor" \
+  >/dev/null 2>&1 || fail "model parallel (tensor level): the run failed"
+same_bytes "tensor level: model-parallel on 2 ranks" "$tmp/one.tensor" "$tmp/model.tensor"
+for n in 2 3; do
+  $launcher -n $n "$exe" "${base[@]}" --threads 1 --reduction native --trace-level tensor --trace "$tmp/native$n.tensor" \
+    >/dev/null 2>&1 || fail "native on $n ranks (tensor level): the run failed"
+done
+run_diff 1 "$tmp/out.tensor" "$tmp/native2.tensor" "$tmp/native3.tensor"
+has_line "tensor level: native 2 vs 3 ranks: equal activations, part in the last layer's gradient" "$tmp/out.tensor" \
+  "first divergence: step 0 (epoch 0, micro-batches 0..11): the gradient of layer 6 (dense(16,10,he))"
 # Stopped on 2 ranks after step 10 and resumed on 3: with native the trace parts from the
 # uninterrupted 2-rank run's at step 10, the first resumed step; with exact it does not part.
 for red in native exact; do

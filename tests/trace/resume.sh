@@ -6,20 +6,20 @@
 # not continued.
 exe=$1 diff_exe=$2
 source "$(dirname "$0")/common.sh"
-"$exe" "${base[@]}" --trace-level layer --trace "$tmp/whole" >/dev/null
+"$exe" "${base[@]}" --trace-level tensor --trace "$tmp/whole" >/dev/null
 for stop in 7 10 13; do  # mid-epoch, just after an epoch's evaluation, mid-epoch
   d=$tmp/ckpt-$stop
-  "$exe" "${base[@]}" --trace-level layer --trace "$tmp/split-$stop" --checkpoint-dir "$d" --checkpoint-every 5 \
+  "$exe" "${base[@]}" --trace-level tensor --trace "$tmp/split-$stop" --checkpoint-dir "$d" --checkpoint-every 5 \
     --stop-after $stop >/dev/null
-  "$exe" "${base[@]}" --trace-level layer --trace "$tmp/split-$stop" --checkpoint-dir "$d" --resume auto \
+  "$exe" "${base[@]}" --trace-level tensor --trace "$tmp/split-$stop" --checkpoint-dir "$d" --resume auto \
     --backend serial >/dev/null
   same_bytes "stopped after step $stop, resumed on Serial" "$tmp/whole" "$tmp/split-$stop"
 done
 # A run that went on to step 13 after its checkpoint of step 10 (as if killed at 13): resumed from
 # that checkpoint, the trace drops steps 10..12 and writes them again, once.
 d=$tmp/ckpt-killed
-"$exe" "${base[@]}" --trace-level layer --trace "$tmp/killed" --checkpoint-dir "$d" --checkpoint-every 10 --stop-after 13 >/dev/null
-"$exe" "${base[@]}" --trace-level layer --trace "$tmp/killed" --resume "$d/ckpt-000000000010.rsgd" >/dev/null
+"$exe" "${base[@]}" --trace-level tensor --trace "$tmp/killed" --checkpoint-dir "$d" --checkpoint-every 10 --stop-after 13 >/dev/null
+"$exe" "${base[@]}" --trace-level tensor --trace "$tmp/killed" --resume "$d/ckpt-000000000010.rsgd" >/dev/null
 same_bytes "resumed from an older checkpoint than the trace's last step" "$tmp/whole" "$tmp/killed"
 run_diff 0 "$tmp/out" "$tmp/whole" "$tmp/killed"
 # Resuming with another trace level into the same file is refused (exit 2), the file left as it was.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # shrink.sh TRAIN_MLP REPROSGD_DIFF MPIEXEC [mpiexec flags...] — under ULFM (--fault-tolerance shrink,
-# 4 ranks, one killed) the trace records the failure in one line and every committed step once: less
+# 4 ranks, one killed) the tensor-level trace records the failure in one line and every committed step once: less
 # its failure line it is the failure-free one-process trace byte for byte, and reprosgd_diff says
 # the two agree. Data parallelism losing the rank that writes the trace (rank 0) and another rank;
 # model parallelism, whose survivors replay the steps since the last buddy snapshot.
@@ -14,9 +14,9 @@ run_case() {  # run_case NAME "INJECT" "POLICY OPTIONS" "MODEL OPTIONS"
   local name=$1 inject=$2
   read -r -a policy <<<"$3"
   read -r -a model <<<"$4"
-  "$exe" "${base[@]}" "${model[@]}" --threads 1 --trace-level layer --trace "$tmp/ref.$name" >/dev/null
+  "$exe" "${base[@]}" "${model[@]}" --threads 1 --trace-level tensor --trace "$tmp/ref.$name" >/dev/null
   timeout --kill-after=10 120 "${launcher[@]}" -n 4 --with-ft ulfm "$exe" "${base[@]}" "${model[@]}" --threads 1 \
-    "${policy[@]}" --fault-tolerance shrink --inject-failure "$inject" --trace-level layer --trace "$tmp/ft.$name" \
+    "${policy[@]}" --fault-tolerance shrink --inject-failure "$inject" --trace-level tensor --trace "$tmp/ft.$name" \
     >"$tmp/log.$name" 2>&1
   local rc=$?
   if ((rc == 124)); then fail "$name: the job ran past 120 s"; return; fi

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# threads_backends.sh TRAIN_MLP REPROSGD_DIFF — the trace (step and layer level) is the same bytes on
+# threads_backends.sh TRAIN_MLP REPROSGD_DIFF — the trace (step, layer and tensor level) is the same bytes on
 # 1 and 2 threads and on the Serial and OpenMP backends, its last step line holds the fingerprint
 # train_mlp prints, and reprosgd_diff says the traces agree (exit 0).
 exe=$1 diff_exe=$2
 source "$(dirname "$0")/common.sh"
-for level in step layer; do
+for level in step layer tensor; do
   fp=$("$exe" "${base[@]}" --threads 1 --trace "$tmp/t1.$level" --trace-level $level | tail -n 1)
   "$exe" "${base[@]}" --threads 2 --trace "$tmp/t2.$level" --trace-level $level >/dev/null
   "$exe" "${base[@]}" --backend serial --trace "$tmp/serial.$level" --trace-level $level >/dev/null
@@ -24,4 +24,13 @@ done
 # The layer level names the layers with parameters only (the activations and dropout have none).
 layers=$(grep '"event":"step"' "$tmp/t1.layer" | head -n 1 | grep -o '{"layer":[0-9]*' | tr '\n' ' ')
 [ "$layers" = '{"layer":0 {"layer":3 {"layer":6 ' ] && echo "ok: layers 0, 3 and 6 traced" || fail "traced layers: $layers"
+# The tensor level adds every layer's activations (7 layers: dense, relu, dropout three times less one),
+# with an input gradient for every layer but the first; its layer fingerprints are the layer level's.
+tensors=$(grep '"event":"step"' "$tmp/t1.tensor" | head -n 1 | grep -o '"tensors":.*')
+n_out=$(grep -o '"output":' <<<"$tensors" | wc -l) n_gin=$(grep -o '"input_gradient":' <<<"$tensors" | wc -l)
+[ "$n_out/$n_gin" = 7/6 ] && echo "ok: tensor level: 7 outputs, 6 input gradients" || fail "tensor level: $n_out outputs, $n_gin input gradients"
+[[ $tensors == '"tensors":[{"layer":0,"output":"'????????????????????????????????'"},{"layer":1,"output":'* ]] &&
+  echo "ok: tensor level: layer 0 has no input gradient" || fail "tensor level: layer 0's entry: ${tensors:0:120}"
+cmp -s <(sed 's/,"tensors":.*}$/}/; s/"level":"tensor"/"level":"layer"/' "$tmp/t1.tensor") "$tmp/t1.layer" &&
+  echo "ok: tensor level: the layer level's lines plus the activations" || fail "tensor level: not the layer level plus activations"
 finish

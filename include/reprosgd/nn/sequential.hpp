@@ -83,7 +83,20 @@ class BasicSequential {
     Buffer<memory_space> local_out;         // a sharded layer's own output columns (model parallel)
     Buffer<memory_space> partials;          // input-gradient partials of the owned feature chunks
     std::any chunk_sum;  // LocalExactSum<ExecSpace> of the one-process calls: its workspace kept between steps
+    /// Diagnosis (trace level tensor, testing::find_nondeterminism): when keep_input_gradients()
+    /// sized it, backward copies layer i's input gradient into input_gradients[i] (i > 0; the
+    /// first layer computes none), which the ping-pong scratch would overwrite. Empty: nothing kept.
+    std::vector<Matrix<memory_space>> input_gradients;
   };
+
+  /// Make backward keep every layer's input gradient in ws.input_gradients (a copy per layer per
+  /// micro-batch; for diagnosis only). Local.
+  void keep_input_gradients(Workspace& ws) const {
+    ws.input_gradients.clear();
+    ws.input_gradients.emplace_back();  // layer 0: no input gradient
+    for (std::size_t i = 1; i < depth; ++i)
+      ws.input_gradients.emplace_back("reprosgd::Sequential::input_gradient", ws.rows, widths_[i]);
+  }
 
   /// A run of `length` parameters at `canonical` in the whole model's buffer and `local` in the shard.
   using Run = CanonicalRun;
@@ -282,6 +295,8 @@ class BasicSequential {
       } else {
         layer.backward(ctx, slice(params_, i), x, top(ws.act[i + 1], rows), gout, gin, slice(grads, i));
       }
+      if (i > 0 && !ws.input_gradients.empty())
+        Kokkos::deep_copy(base.space, top(ws.input_gradients[i], rows), gin);
       gout = gin;
       use_a = !use_a;
     });

@@ -40,6 +40,7 @@ struct TrainState {
 enum class TraceLevel : int {
   step = 0,   ///< the step's micro-batches, loss bits and the fingerprint of the whole state
   layer = 1,  ///< also, per layer, the fingerprints of its parameters, reduced gradient and optimizer state
+  tensor = 2, ///< also, for the step's first micro-batch, every layer's forward output and input gradient
 };
 
 /// Options of a Trainer (aggregate: use designated initialisers).
@@ -91,7 +92,7 @@ inline std::string options_problem(const TrainerOptions& o) {
   if (o.stop_after < 0) return who + "stop_after must be >= 0";
   if (o.min_ranks < 1) return who + "min_ranks must be >= 1, got " + std::to_string(o.min_ranks);
   if (o.buddy_every < 1) return who + "buddy_every must be >= 1, got " + std::to_string(o.buddy_every);
-  if (o.trace_level != TraceLevel::step && o.trace_level != TraceLevel::layer)
+  if (o.trace_level != TraceLevel::step && o.trace_level != TraceLevel::layer && o.trace_level != TraceLevel::tensor)
     return who + "trace_level " + std::to_string(static_cast<int>(o.trace_level)) + " is not a TraceLevel";
   return {};
 }

@@ -21,6 +21,7 @@
 #include <reprosgd/trainer/metrics.hpp>
 #include <reprosgd/trainer/sharding.hpp>
 #include <reprosgd/trainer/state.hpp>
+#include <reprosgd/trainer/trace.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -28,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <utility>
+#include <vector>
 
 REPROSGD_BEGIN_NAMESPACE
 namespace detail {
@@ -95,7 +97,7 @@ class StepPipeline {
     if constexpr (ShardedParallelism<Par>) train_.reset(), eval_.reset();
     mine_ = par.micro_batch_range(M);
     const long n_params = static_cast<long>(model.parameter_count());
-    if (!fits<Model>(train_, m, n_params)) train_ = make_workspace(model, m);
+    if (!fits<Model>(train_, m, n_params)) train_ = make_workspace(model, m), kept_input_gradients_.clear();
     if (static_cast<long>(grads_.extent(0)) != mine_.size() || static_cast<long>(grads_.extent(1)) != n_params) {
       grads_ = Matrix<memory_space>();
       grads_ = Matrix<memory_space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::grads"), mine_.size(), n_params);
@@ -124,13 +126,32 @@ class StepPipeline {
       forward(par, model, ctx, ws, m);
       compute_loss(space, *train_, loss, m, 1.0f / static_cast<float>(B), true);
       BufferRef<memory_space> row(grads_.data() + (u - mine_.begin) * n_params, n_params);
+      // The step's first micro-batch at trace level tensor: backward keeps every layer's input
+      // gradient (buffers swapped in for this micro-batch only, so the others copy nothing).
+      const bool record = record_tensors_ && u == 0;
+      if (record) {
+        if (kept_input_gradients_.empty()) model.keep_input_gradients(ws);
+        else std::swap(ws.input_gradients, kept_input_gradients_);
+      }
       if constexpr (ShardedParallelism<Par>)
         model.backward(ctx, ws, m, row, par.model_group());
       else
         model.backward(ctx, ws, m, row);
+      if (record) {
+        tensors_ = tensor_fingerprints(ws, m);
+        std::swap(ws.input_gradients, kept_input_gradients_);
+      }
       sum_rows(*train_, m, mb_loss_(u - mine_.begin), mb_correct_(u - mine_.begin));
     }
   }
+
+  /// Record the first micro-batch's activations in each step (trace level tensor); off by default.
+  void record_tensors(bool on) {
+    record_tensors_ = on;
+    tensors_.clear();
+  }
+  /// The fingerprints of the last step's first micro-batch: on the rank that ran it, when recording.
+  [[nodiscard]] const std::vector<TensorFingerprints>& first_micro_batch_tensors() const noexcept { return tensors_; }
 
   /// The exact sum of the step's M gradient rows into grad_sum(). A shard's rows are reduced over
   /// the blocks of the whole model's parameter vector, never over the shard's own buffer: which
@@ -292,6 +313,9 @@ class StepPipeline {
   Kokkos::View<double*, Kokkos::HostSpace> mb_loss_, mb_correct_, all_loss_, all_correct_;
   Kokkos::View<float*, Kokkos::HostSpace> host_loss_;
   Kokkos::View<std::int32_t*, Kokkos::HostSpace> host_correct_;
+  bool record_tensors_ = false;
+  std::vector<Matrix<memory_space>> kept_input_gradients_;  // swapped into the workspace for micro-batch 0
+  std::vector<TensorFingerprints> tensors_;
 };
 
 }  // namespace detail

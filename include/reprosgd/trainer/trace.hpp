@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <sys/stat.h>
@@ -41,9 +42,9 @@ REPROSGD_BEGIN_NAMESPACE
 /// The version of the trace format written in every header line (docs/diagnosis.md).
 inline constexpr int trace_format_version = 1;
 
-/// "step" or "layer": the name of a TraceLevel in a trace's header and on train_mlp's command line.
+/// "step", "layer" or "tensor": the name of a TraceLevel in a trace's header and on train_mlp's command line.
 [[nodiscard]] inline const char* trace_level_name(TraceLevel level) noexcept {
-  return level == TraceLevel::layer ? "layer" : "step";
+  return level == TraceLevel::tensor ? "tensor" : level == TraceLevel::layer ? "layer" : "step";
 }
 
 /// The fingerprints of one layer's part of the canonical state at one step (a trace's `layer` level).
@@ -54,6 +55,16 @@ struct LayerFingerprints {
   /// Its part of every non-empty optimizer state buffer, by the state's visit() names (Adam: "m",
   /// "v"; SGD with momentum: "velocity"). Scalars (step counts) are in the whole-state fingerprint.
   std::vector<std::pair<std::string, Fingerprint>> optimizer;
+};
+
+/// The fingerprints of one layer's activations for the step's first micro-batch (a trace's
+/// `tensor` level): what forward wrote and what backward computed, before any reduction.
+struct TensorFingerprints {
+  std::size_t layer = 0;  ///< index in the Sequential (every layer, with parameters or not)
+  Fingerprint output;     ///< the layer's forward output (micro-batch rows x output width)
+  /// The gradient of the loss with respect to the layer's input (rows x input width); none for
+  /// layer 0, whose input gradient nobody needs and backward does not compute.
+  std::optional<Fingerprint> input_gradient;
 };
 
 namespace detail {
@@ -147,6 +158,39 @@ template <class Model, class Params, class Grad, class State>
 
 namespace detail {
 
+/// XXH3-128 of the bytes of the first `rows` rows of a row-major matrix (copied to the host first
+/// when it lives elsewhere).
+template <class Matrix>
+Fingerprint rows_fingerprint(const Matrix& m, long rows) {
+  const auto top = Kokkos::subview(m, Kokkos::make_pair(0L, rows), Kokkos::ALL);
+  const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), top);
+  RawHasher h;
+  h.bytes(host.data(), static_cast<std::size_t>(rows) * host.extent(1) * sizeof(*host.data()));
+  return h.finish();
+}
+
+}  // namespace detail
+
+/**
+ * Every layer's forward output and input gradient of the micro-batch of `rows` rows that a
+ * Sequential's forward and backward just ran through `ws` (a workspace whose input gradients
+ * backward kept: BasicSequential::keep_input_gradients). Local; copies device buffers to the host.
+ */
+template <class Workspace>
+[[nodiscard]] std::vector<TensorFingerprints> tensor_fingerprints(const Workspace& ws, long rows) {
+  std::vector<TensorFingerprints> out;
+  for (std::size_t l = 0; l + 1 < ws.act.size(); ++l) {
+    TensorFingerprints t;
+    t.layer = l;
+    t.output = detail::rows_fingerprint(ws.act[l + 1], rows);
+    if (l > 0 && l < ws.input_gradients.size()) t.input_gradient = detail::rows_fingerprint(ws.input_gradients[l], rows);
+    out.push_back(t);
+  }
+  return out;
+}
+
+namespace detail {
+
 /// `s` as a JSON string literal (quotes, backslashes and control characters escaped).
 inline std::string json_string(std::string_view s) {
   std::string out = "\"";
@@ -203,9 +247,11 @@ inline std::string trace_header(TraceLevel level, const std::vector<std::string>
 }
 
 /// A step line: the step, its epoch, its global micro-batch ids [step*M, (step+1)*M), the loss
-/// (bits and value), the whole state's fingerprint and, at layer level, the layers' fingerprints.
+/// (bits and value), the whole state's fingerprint, at layer level the layers' fingerprints and at
+/// tensor level the first micro-batch's activations.
 inline std::string trace_step_line(const StepMetrics& m, long M, const Fingerprint& state,
-                                   const std::vector<LayerFingerprints>* layers) {
+                                   const std::vector<LayerFingerprints>* layers,
+                                   const std::vector<TensorFingerprints>* tensors = nullptr) {
   const auto first = m.step * static_cast<std::uint64_t>(M);
   std::string s = "{\"event\":\"step\",\"step\":" + std::to_string(m.step) + ",\"epoch\":" + std::to_string(m.epoch) +
                   ",\"micro_batches\":[" + std::to_string(first) + "," + std::to_string(first + static_cast<std::uint64_t>(M)) +
@@ -223,6 +269,17 @@ inline std::string trace_step_line(const StepMetrics& m, long M, const Fingerpri
         s += json_string(f.optimizer[j].first) + ":\"" + f.optimizer[j].second.hex() + "\"";
       }
       s += "}}";
+    }
+    s += "]";
+  }
+  if (tensors) {
+    s += ",\"tensors\":[";
+    for (std::size_t i = 0; i < tensors->size(); ++i) {
+      const TensorFingerprints& t = (*tensors)[i];
+      if (i > 0) s += ',';
+      s += "{\"layer\":" + std::to_string(t.layer) + ",\"output\":\"" + t.output.hex() + "\"";
+      if (t.input_gradient) s += ",\"input_gradient\":\"" + t.input_gradient->hex() + "\"";
+      s += "}";
     }
     s += "]";
   }
@@ -330,10 +387,14 @@ class TraceFile {
     if (fd_ < 0 || !write_all(line))
       error_ = "reprosgd::Trainer::fit: cannot write the trace " + path_ + ": " + std::strerror(errno);
   }
+  /// Record an error for check() (nothing more is written).
+  void fail(std::string why) {
+    if (error_.empty()) error_ = std::move(why);
+  }
   /// Set the path a rank that takes over appends to (every rank knows it, only the writer opens it).
   void set_path(const std::string& path) { path_ = path; }
 
-  /// @throws io_error when a line could not be written.
+  /// @throws io_error when a line could not be written (or fail() was called).
   void check() const {
     if (!error_.empty()) throw io_error(error_);
   }
@@ -410,13 +471,18 @@ class Tracer {
     });
   }
 
+  /// Whether steps must record their first micro-batch's activations (tensor level).
+  [[nodiscard]] bool records_tensors() const noexcept { return enabled() && level_ >= TraceLevel::tensor; }
+
   /// The line of a committed step: `m` its metrics, M its micro-batch count, `gradient` this
-  /// rank's reduced gradient (the shard's under model parallelism). `gathered()` runs on every
-  /// rank once the shards are gathered, before the line is written (the Trainer closes the gather
-  /// with an agreement there under ULFM). @collective over the model group
+  /// rank's reduced gradient (the shard's under model parallelism), `tensors` the first
+  /// micro-batch's activations at tensor level (recorded by the rank that ran it: data rank 0,
+  /// which writes). `gathered()` runs on every rank once the shards are gathered, before the line
+  /// is written (the Trainer closes the gather with an agreement there under ULFM). @collective
+  /// over the model group
   template <class Model, class State, class Grad, class Gathered>
   void step(Par& par, Sharding<Par>& sharding, const Model& model, const State& optimizer_state, const Grad& gradient,
-            const StepMetrics& m, long M, Gathered&& gathered) {
+            const StepMetrics& m, long M, const std::vector<TensorFingerprints>& tensors, Gathered&& gathered) {
     if (!enabled()) return;
     const bool writer = writes(par, model);
     if (level_ >= TraceLevel::layer) {
@@ -427,7 +493,12 @@ class Tracer {
       // The whole state's fingerprint and the layers' in one pass over memory.
       const auto [state, layers] =
           state_and_layer_fingerprints(model, canonical.params, canonical.state.gradient, canonical.state.optimizer);
-      file_.append(trace_step_line(m, M, state, &layers));
+      if (level_ >= TraceLevel::tensor && tensors.empty()) {  // check() ends the run on every rank
+        file_.fail("reprosgd::Trainer::fit: the rank that writes the trace ran none of the step's first micro-batch, "
+                   "whose activations a tensor-level trace records");
+        return;
+      }
+      file_.append(trace_step_line(m, M, state, &layers, level_ >= TraceLevel::tensor ? &tensors : nullptr));
     } else if (Sharding<Par>::is_shard(model)) {
       const auto canonical = sharding.collect(par, model, optimizer_state);
       gathered();
