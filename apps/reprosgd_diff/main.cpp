@@ -7,6 +7,10 @@
 ///
 /// Exit codes: 0 the traces agree, 1 they differ, 2 bad input (a missing or truncated file, not a
 /// trace, traces of different models), with one line on standard error.
+///
+/// Given two directories, it compares two step dumps (train_mlp --dump-step N DIR; dump_diff.hpp)
+/// array by array in the order the step computed them.
+#include "dump_diff.hpp"
 #include "model_diff.hpp"
 #include "trace_file.hpp"
 
@@ -16,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <utility>
@@ -285,9 +290,10 @@ int main(int argc, char** argv) {
   std::string a, b;
   CLI::App app{"Compare two ReproSGD determinism traces (train_mlp --trace FILE) and print the first divergence: the "
                "step, the layer and the tensor, and the configuration fields that differ; or two model files or "
-               "checkpoints, tensor by tensor. Exit 0: equal, 1: they differ, 2: bad input."};
-  app.add_option("A", a, "the first trace (or model file, or checkpoint)")->required();
-  app.add_option("B", b, "the second trace (or model file, or checkpoint)")->required();
+               "checkpoints, tensor by tensor; or two step dumps (directories), array by array. Exit 0: equal, 1: they differ, "
+               "2: bad input."};
+  app.add_option("A", a, "the first trace (or model file, or checkpoint, or step dump directory)")->required();
+  app.add_option("B", b, "the second trace (or model file, or checkpoint, or step dump directory)")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -295,6 +301,15 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "reprosgd_diff: error: %s\n", e.what());
     return 2;
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(a, ec) || std::filesystem::is_directory(b, ec)) {
+    try {
+      return compare_dumps(a, b);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "reprosgd_diff: error: %s\n", e.what());
+      return 2;
+    }
   }
   if (is_snapshot(a) || is_snapshot(b)) {
     reprosgd::detail::initialize(1, true);

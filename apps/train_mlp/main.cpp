@@ -210,6 +210,12 @@ int main(int argc, char** argv) {
                  "optimizer state) | tensor (also each layer's forward output and input gradient for the step's first "
                  "micro-batch)")
       ->check(CLI::IsMember({"step", "layer", "tensor"}));
+  std::vector<std::string> dump;
+  app.add_option("--dump-step", dump,
+                 "N DIR: run to step N (from --resume's checkpoint, or from the start), write everything step N "
+                 "computes as NumPy .npy files in DIR (parameters, each micro-batch's input, activations and "
+                 "gradients, the reduced gradient), then stop; compare two dumps with reprosgd_diff")
+      ->expected(2);
   app.add_option("--train-samples", c.train_samples, "use only the first N training samples");
   app.add_option("--test-samples", c.test_samples, "use only the first N test samples");
   app.add_option("--synthetic-train", c.synthetic_train, "synthetic data: training samples");
@@ -264,6 +270,20 @@ int main(int argc, char** argv) {
   if (version) {
     print_version();
     return 0;
+  }
+  if (!dump.empty()) {
+    std::size_t used = 0;
+    try {
+      c.dump_step = std::stol(dump[0], &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != dump[0].size() || c.dump_step < 0) {
+      std::fprintf(stderr, "train_mlp: error: --dump-step: '%s' is not a step number (want --dump-step N DIR)\n",
+                   dump[0].c_str());
+      return 2;
+    }
+    c.dump_dir = dump[1];
   }
   int rc = 1;
 #if REPROSGD_HAS_MPI

@@ -61,7 +61,9 @@ struct Config {
   int threads = 0;
   std::string metrics;
   std::string trace;                 // --trace FILE: the determinism trace (docs/diagnosis.md)
-  std::string trace_level = "step";  // --trace-level step|layer
+  std::string trace_level = "step";  // --trace-level step|layer|tensor
+  long dump_step = -1;               // --dump-step N DIR: dump step N's tensors to DIR, then stop
+  std::string dump_dir;
   std::string test_data;
   long train_samples = 0;
   long test_samples = 0;
@@ -215,6 +217,8 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
   o.buddy_every = c.buddy_every;
   o.trace = c.trace;
   o.trace_level = c.trace_level == "tensor" ? TraceLevel::tensor : c.trace_level == "layer" ? TraceLevel::layer : TraceLevel::step;
+  o.dump_step = c.dump_step;
+  o.dump_dir = c.dump_dir;
   using Space = typename Par::execution_space;
   Trainer<Par, PhiloxStream, PortableBinaryFormat, Fault> trainer(o, std::move(par));
   const int rank = printing_rank(trainer.parallelism());
@@ -266,7 +270,7 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
       saved_at = done;
       return true;
     }
-    return false;
+    return c.dump_step >= 0 && done == static_cast<std::uint64_t>(c.dump_step) + 1;  // the dumped step was the last
   }};
   ProgressReporter progress(rank, c.quiet ? nullptr : stdout);
   JsonLinesWriter metrics(c.metrics, rank);

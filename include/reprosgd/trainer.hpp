@@ -322,6 +322,17 @@ class Trainer {
     lay_out(run, model);
     trace_.start(par_, options_, model, describe(model, opt, train), state.step);
     step_.record_tensors(trace_.records_tensors());
+    dump_ = detail::StepDump(options_.dump_dir, options_.dump_step);
+    if (dump_.enabled()) {
+      if constexpr (ShardedParallelism<Par>)
+        throw config_error("reprosgd::Trainer::fit: dump_step is not available under model parallelism (each rank "
+                           "holds a shard; dump the same step from a data-parallel or one-process run: the bits are the same)");
+      if (options_.dump_step < static_cast<long>(state.step) || options_.dump_step >= run.total)
+        throw config_error("reprosgd::Trainer::fit: dump_step " + std::to_string(options_.dump_step) +
+                           " is not a step this fit() runs (steps " + std::to_string(state.step) + ".." +
+                           std::to_string(run.total - 1) + ")");
+      detail::agreed(par_, "reprosgd::Trainer::fit", [&] { dump_.prepare(); });
+    }
     run.result.steps = state.step;
     if constexpr (buddy_snapshots) recovery_.refresh(par_, model, state.optimizer, state.step);
     run.stage = Stage::compute;
@@ -346,8 +357,14 @@ class Trainer {
     if constexpr (FailureInjecting<Par>) par_.failure_point(step, FailurePoint::step);
     if (options_.shuffle && (!run.order || run.order->epoch() != epoch))
       run.order.emplace(options_.seed, epoch, static_cast<std::uint64_t>(train.size()));
-    step_.compute(par_, rng_, options_.loss, model, train, run.order, step, static_cast<long>(step % spe), run.B, run.m);
+    step_.compute(par_, rng_, options_.loss, model, train, run.order, step, static_cast<long>(step % spe), run.B, run.m,
+                  &dump_);
     const ReductionResult red = step_.reduce(par_, run.M);
+    if (dump_.at(step)) {  // the step's files, before its update; a write error ends the run on every rank
+      if (detail::Sharding<Par>::writes_checkpoints(par_))
+        dump_.finish(model, model.parameters(), step_.grad_sum(), run.M, run.m, step);
+      detail::agreed(par_, "reprosgd::Trainer::fit", [&] { dump_.check(); });
+    }
     const detail::BatchTotals totals = step_.totals(par_, run.M);
     const StepMetrics sm{step, epoch, spe, static_cast<std::uint64_t>(run.total),
                          totals.loss / static_cast<double>(run.B), totals.correct / static_cast<double>(run.B),
@@ -522,6 +539,7 @@ class Trainer {
   detail::Sharding<Par> sharding_;
   detail::Recovery<Par, Fault> recovery_;
   detail::Tracer<Par> trace_;
+  detail::StepDump dump_;
 };
 
 /// A Trainer that continues on the survivors when ranks die (ULFM): the default RNG and

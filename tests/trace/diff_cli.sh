@@ -73,15 +73,22 @@ bad "a step written twice" "reprosgd_diff: error: $tmp/twice: step 0 appears twi
 "$exe" "${base[@]}" --threads 2 --checkpoint-dir "$tmp/c2" --checkpoint-every 10 >/dev/null
 "$exe" "${args_lr[@]}" --checkpoint-dir "$tmp/clr" --checkpoint-every 10 >/dev/null
 run_diff 0 "$tmp/out" "$tmp/c1/ckpt-000000000010.rsgd" "$tmp/c2/ckpt-000000000010.rsgd"
-has_line "checkpoints on 1 and 2 threads agree" "$tmp/out" "reprosgd_diff: the models agree"
+has_line "checkpoints on 1 and 2 threads agree" "$tmp/out" "reprosgd_diff: the checkpoints agree"
 run_diff 0 "$tmp/out" "$tmp/m1.rsgdm" "$tmp/c2/ckpt-000000000024.rsgd"
 has_line "a model file and the checkpoint of its step agree" "$tmp/out" "reprosgd_diff: the models agree"
+has_line "... the checkpoint's optimizer state not compared" "$tmp/out" "optimizer state: in B only (the other is a model file): not compared"
 run_diff 1 "$tmp/out" "$tmp/c1/ckpt-000000000010.rsgd" "$tmp/clr/ckpt-000000000010.rsgd"
 cat "$tmp/out"
-has_line "checkpoints of another lr differ" "$tmp/out" "reprosgd_diff: the models differ"
+has_line "checkpoints of another lr differ" "$tmp/out" "reprosgd_diff: the checkpoints differ"
+# Adam's m and v differ too, per layer and tensor; its step count does not.
+grep -qx 'layer 6 (dense(16,10,he)) bias optimizer v: [0-9]* of 10 elements differ; the first, \[[0-9]*\] (parameter [0-9]*), is 0x[0-9a-f]\{8\} ([-0-9.e]*) in A, 0x[0-9a-f]\{8\} ([-0-9.e]*) in B' "$tmp/out" &&
+  echo "ok: the optimizer's second moment named by tensor" || fail "no line for layer 6's optimizer v"
+grep -q "^optimizer steps" "$tmp/out" && fail "the step counts are equal but reported" || echo "ok: equal step counts not reported"
+has_line "the optimizer configurations named" "$tmp/out" \
+  "configuration: optimizer differs: adam(lr=0x1.0624dep-9,beta1=0x1.ccccccp-1,beta2=0x1.ff7ceep-1,eps=0x1.5798eep-27,weight_decay=0x0p+0) in A, $(grep -o 'adam(lr=[^)]*)' "$tmp/out" | tail -n 1) in B"
 grep -qx 'layer 0 (dense(784,32,he)) weights: [0-9]* of 25088 elements differ; the first, \[[0-9]*\]\[[0-9]*\] (parameter [0-9]*), is 0x[0-9a-f]\{8\} ([-0-9.e]*) in A, 0x[0-9a-f]\{8\} ([-0-9.e]*) in B' "$tmp/out" &&
   echo "ok: the first differing element of layer 0's weights" || fail "no line for layer 0's weights"
-grep -qx '6 of 6 tensors differ, [0-9]* of 25818 parameters' "$tmp/out" && echo "ok: the count" || fail "no count line"
+grep -qx '18 of 21 tensors differ, [0-9]* of 25818 parameters' "$tmp/out" && echo "ok: the count (parameters, m, v; the 3 scalars equal)" || fail "no count line"
 # One bit of one weight flipped (layer 3's weight [5][7], parameter 25120 + 5*16 + 7 = 25207; bit 3
 # of the mantissa) and the model file signed again: named by tensor and element, the only difference.
 "$flip_exe" "$tmp/m1.rsgdm" "$tmp/flipped.rsgdm" 25207 3 || fail "flip_bit failed"
@@ -92,7 +99,7 @@ grep -qx 'layer 3 (dense(32,16,he)) weights: 1 of 512 elements differ; the first
 has_line "the flipped weight is the only difference" "$tmp/out" "1 of 6 tensors differ, 1 of 25818 parameters"
 a_bits=$(grep -o 'is 0x[0-9a-f]*' "$tmp/out" | cut -c6-); b_bits=$(grep -o 'in A, 0x[0-9a-f]*' "$tmp/out" | cut -c9-)
 [ $(( 0x$a_bits ^ 0x$b_bits )) = 8 ] && echo "ok: the two values differ in bit 3" || fail "the values $a_bits and $b_bits"
-bad "a checkpoint against a trace" "reprosgd_diff: error: reprosgd::read_model: $tmp/a: not a ReproSGD checkpoint (magic bytes are 7b 22 74 72 61 63 65 22, expected \"RSGDCKPT\")" \
+bad "a checkpoint against a trace" "reprosgd_diff: error: reprosgd::read_checkpoint_state: $tmp/a: not a ReproSGD checkpoint (magic bytes are 7b 22 74 72 61 63 65 22, expected \"RSGDCKPT\")" \
   "$tmp/c1/ckpt-000000000010.rsgd" "$tmp/a"
 "$diff_exe" "$tmp/a" >/dev/null 2>&1
 rc=$?

@@ -52,6 +52,23 @@ done
 run_diff 1 "$tmp/out.tensor" "$tmp/native2.tensor" "$tmp/native3.tensor"
 has_line "tensor level: native 2 vs 3 ranks: equal activations, part in the last layer's gradient" "$tmp/out.tensor" \
   "first divergence: step 0 (epoch 0, micro-batches 0..11): the gradient of layer 6 (dense(16,10,he))"
+# A step dump on 3 ranks (each rank writes the micro-batches it ran) is the one-process dump; with
+# native, 2 and 3 ranks part first in the reduced gradient of the last layer; model parallelism
+# refuses to dump.
+"$exe" "${base[@]}" --threads 1 --dump-step 2 "$tmp/dump.one" >/dev/null
+$launcher -n 3 "$exe" "${base[@]}" --threads 1 --dump-step 2 "$tmp/dump.np3" >/dev/null 2>&1 || fail "3 ranks: the dump failed"
+run_diff 0 "$tmp/out" "$tmp/dump.one" "$tmp/dump.np3"
+has_line "dump on 3 ranks: the one-process dump" "$tmp/out" "reprosgd_diff: the dumps agree (step 2, 222 arrays)"
+for n in 2 3; do
+  $launcher -n $n "$exe" "${base[@]}" --threads 1 --reduction native --dump-step 0 "$tmp/dump.native$n" >/dev/null 2>&1 ||
+    fail "native on $n ranks: the dump failed"
+done
+run_diff 1 "$tmp/out" "$tmp/dump.native2" "$tmp/dump.native3"
+grep -q '^first divergence, in the order the step computed them: reduced_gradient.layer6.npy: ' "$tmp/out" &&
+  echo "ok: native dumps on 2 and 3 ranks part in the last layer's reduced gradient" || { fail "native dumps"; cat "$tmp/out"; }
+$launcher -n 2 "$exe" "${base[@]}" --threads 1 --parallel model --dump-step 2 "$tmp/dump.model" >"$tmp/out" 2>&1
+grep -q "dump_step is not available under model parallelism" "$tmp/out" && echo "ok: model parallelism refuses to dump" ||
+  { fail "model-parallel dump"; cat "$tmp/out"; }
 # Stopped on 2 ranks after step 10 and resumed on 3: with native the trace parts from the
 # uninterrupted 2-rank run's at step 10, the first resumed step; with exact it does not part.
 for red in native exact; do

@@ -36,6 +36,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -67,6 +68,23 @@ struct ModelFile {
   HostBuffer parameters;
   Normalization normalization;
   std::uint64_t step = 0;  ///< the training step the parameters are from (recorded, informative)
+};
+
+/// One entry of a training checkpoint's optimizer state, by its state's visit() name: a buffer laid
+/// out like the parameters (Adam's "m" and "v", SGD's "velocity") or a scalar (a step count, a
+/// power of beta) as text that reads back to the same bits.
+struct OptimizerStateEntry {
+  std::string name;
+  HostBuffer values;   ///< a buffer's elements (empty for a scalar)
+  std::string scalar;  ///< a scalar's value (empty for a buffer)
+};
+
+/// What reprosgd_diff compares in a training checkpoint: its model and its optimizer state
+/// (read_checkpoint_state). A model file has no optimizer state (`optimizer` empty).
+struct CheckpointState {
+  ModelFile model;
+  std::string optimizer;  ///< the optimizer's description in the checkpoint header
+  std::vector<OptimizerStateEntry> state;
 };
 
 namespace detail {
@@ -388,8 +406,10 @@ inline ModelFile read_model_file(const std::filesystem::path& path, const Snapsh
 
 namespace detail {
 /// extract_model()'s and read_model()'s work, their messages under the name `who`.
+/// A checkpoint's optimizer state is kept in `optimizer_state` when it is given.
 inline ModelFile model_of(const std::filesystem::path& checkpoint, const Normalization& normalization,
-                          const SnapshotLimits& limits, const std::string& who) {
+                          const SnapshotLimits& limits, const std::string& who,
+                          CheckpointState* optimizer_state = nullptr) {
   const std::string at = who + ": " + checkpoint.string();
   SnapshotInfo info;
   try {
@@ -431,6 +451,22 @@ inline ModelFile model_of(const std::filesystem::path& checkpoint, const Normali
     TrainingPayload<HostBuffer, decltype(state)> payload{&f.parameters, &state};
     with_format_named(info.format_name, at,
                       [&]<class F>(F) { (void)load_snapshot<F>(checkpoint, info.config, payload, limits); });
+    if (!optimizer_state) return;
+    optimizer_state->optimizer = opt ? *opt : std::string();
+    state.visit([&](const char* key, const auto& x) {
+      OptimizerStateEntry e;
+      e.name = key;
+      using X = std::remove_cvref_t<decltype(x)>;
+      if constexpr (Kokkos::is_view<X>::value) {
+        e.values = HostBuffer("reprosgd::read_checkpoint_state::" + e.name, x.extent(0));
+        for (std::size_t i = 0; i < x.extent(0); ++i) e.values(i) = static_cast<float>(x(i));
+      } else if constexpr (std::is_floating_point_v<X>) {
+        e.scalar = exact_text(static_cast<double>(x));  // hex float: the same bits read back
+      } else {
+        e.scalar = std::to_string(x);
+      }
+      optimizer_state->state.push_back(std::move(e));
+    });
   };
   try {
     if (name == "sgd")
@@ -476,6 +512,17 @@ inline ModelFile extract_model(const std::filesystem::path& checkpoint, const No
  */
 inline ModelFile read_model(const std::filesystem::path& path, const SnapshotLimits& limits = {}) {
   return detail::model_of(path, {}, limits, "reprosgd::read_model");
+}
+
+/**
+ * read_model() and, for a training checkpoint, its optimizer state (verified with the rest of the
+ * payload, kept instead of dropped): what a tool comparing two checkpoints needs.
+ * @throws checkpoint_error "reprosgd::read_checkpoint_state: <path>: <reason>"
+ */
+inline CheckpointState read_checkpoint_state(const std::filesystem::path& path, const SnapshotLimits& limits = {}) {
+  CheckpointState c;
+  c.model = detail::model_of(path, {}, limits, "reprosgd::read_checkpoint_state", &c);
+  return c;
 }
 
 /**

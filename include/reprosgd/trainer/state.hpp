@@ -70,6 +70,12 @@ struct TrainerOptions {
   /// Empty: no trace, nothing computed.
   std::string trace;
   TraceLevel trace_level = TraceLevel::step;  ///< what each line of the trace records
+  /// When >= 0, fit() writes everything global step `dump_step` computes — the parameters it used,
+  /// each micro-batch's input, labels, activations and gradients, the reduced gradient — as NumPy
+  /// .npy files with a manifest in `dump_dir` (docs/diagnosis.md, "Replay one step"). Not under
+  /// model parallelism. -1: no dump.
+  long dump_step = -1;
+  std::string dump_dir;  ///< where the step dump goes (created if missing)
 };
 
 namespace detail {
@@ -94,6 +100,8 @@ inline std::string options_problem(const TrainerOptions& o) {
   if (o.buddy_every < 1) return who + "buddy_every must be >= 1, got " + std::to_string(o.buddy_every);
   if (o.trace_level != TraceLevel::step && o.trace_level != TraceLevel::layer && o.trace_level != TraceLevel::tensor)
     return who + "trace_level " + std::to_string(static_cast<int>(o.trace_level)) + " is not a TraceLevel";
+  if (o.dump_step < -1) return who + "dump_step must be >= 0 (or -1: no dump), got " + std::to_string(o.dump_step);
+  if (o.dump_step >= 0 && o.dump_dir.empty()) return who + "dump_step " + std::to_string(o.dump_step) + " needs a dump_dir";
   return {};
 }
 

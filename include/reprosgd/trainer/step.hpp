@@ -21,6 +21,7 @@
 #include <reprosgd/trainer/metrics.hpp>
 #include <reprosgd/trainer/sharding.hpp>
 #include <reprosgd/trainer/state.hpp>
+#include <reprosgd/trainer/step_dump.hpp>
 #include <reprosgd/trainer/trace.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -112,10 +113,13 @@ class StepPipeline {
 
   /// Forward and backward of this rank's micro-batches of the step at `position` in epoch order
   /// (`order`: the epoch's permutation, or none), each into its gradient row, loss scaled by 1/B.
+  /// `dump`, when it is at `step`, receives every micro-batch's tensors after its backward.
   template <class Model, class Data>
   void compute(Par& par, const Rng& rng, LossKind loss, const Model& model, const Data& train,
-               const std::optional<KeyedPermutation>& order, std::uint64_t step, long position, long B, long m) {
+               const std::optional<KeyedPermutation>& order, std::uint64_t step, long position, long B, long m,
+               StepDump* dump = nullptr) {
     const execution_space space = par.space();
+    const bool dumping = dump && dump->at(step);
     auto& ws = model_workspace<Model>(*train_);
     const long n_params = static_cast<long>(grads_.extent(1));
     for (long u = mine_.begin; u < mine_.end; ++u) {
@@ -126,10 +130,11 @@ class StepPipeline {
       forward(par, model, ctx, ws, m);
       compute_loss(space, *train_, loss, m, 1.0f / static_cast<float>(B), true);
       BufferRef<memory_space> row(grads_.data() + (u - mine_.begin) * n_params, n_params);
-      // The step's first micro-batch at trace level tensor: backward keeps every layer's input
-      // gradient (buffers swapped in for this micro-batch only, so the others copy nothing).
+      // The step's first micro-batch at trace level tensor, and every micro-batch of a dumped
+      // step: backward keeps every layer's input gradient (buffers swapped in for those
+      // micro-batches only, so the others copy nothing).
       const bool record = record_tensors_ && u == 0;
-      if (record) {
+      if (record || dumping) {
         if (kept_input_gradients_.empty()) model.keep_input_gradients(ws);
         else std::swap(ws.input_gradients, kept_input_gradients_);
       }
@@ -137,10 +142,12 @@ class StepPipeline {
         model.backward(ctx, ws, m, row, par.model_group());
       else
         model.backward(ctx, ws, m, row);
-      if (record) {
-        tensors_ = tensor_fingerprints(ws, m);
-        std::swap(ws.input_gradients, kept_input_gradients_);
+      if (record) tensors_ = tensor_fingerprints(ws, m);
+      if (dumping) {
+        space.fence();
+        dump->micro_batch(model, ws, train_->labels, row, step * static_cast<std::uint64_t>(B / m) + static_cast<std::uint64_t>(u), m);
       }
+      if (record || dumping) std::swap(ws.input_gradients, kept_input_gradients_);
       sum_rows(*train_, m, mb_loss_(u - mine_.begin), mb_correct_(u - mine_.begin));
     }
   }

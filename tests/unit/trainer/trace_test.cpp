@@ -329,6 +329,19 @@ TEST_SUITE("trainer/trace") {
     auto o = options("", static_cast<reprosgd::TraceLevel>(7));
     CHECK(reprosgd::Trainer<reprosgd::Serial<>>::check_message(o) ==
           "reprosgd::Trainer: trace_level 7 is not a TraceLevel");
+    o.trace_level = reprosgd::TraceLevel::tensor;
+    CHECK(reprosgd::Trainer<reprosgd::Serial<>>::check_message(o).empty());
+  }
+
+  TEST_CASE("TrainerOptions: a step dump needs a step >= 0 and a directory") {
+    auto o = options("", reprosgd::TraceLevel::step);
+    o.dump_step = -2;
+    CHECK(reprosgd::Trainer<reprosgd::Serial<>>::check_message(o) ==
+          "reprosgd::Trainer: dump_step must be >= 0 (or -1: no dump), got -2");
+    o.dump_step = 3;
+    CHECK(reprosgd::Trainer<reprosgd::Serial<>>::check_message(o) == "reprosgd::Trainer: dump_step 3 needs a dump_dir");
+    o.dump_dir = "dump";
+    CHECK(reprosgd::Trainer<reprosgd::Serial<>>::check_message(o).empty());
   }
 
   TEST_CASE_TEMPLATE_DEFINE("a failure in each stage of a step: every step's line once, and one failure line", Space,
