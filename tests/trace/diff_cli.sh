@@ -99,6 +99,16 @@ grep -qx 'layer 3 (dense(32,16,he)) weights: 1 of 512 elements differ; the first
 has_line "the flipped weight is the only difference" "$tmp/out" "1 of 6 tensors differ, 1 of 25818 parameters"
 a_bits=$(grep -o 'is 0x[0-9a-f]*' "$tmp/out" | cut -c6-); b_bits=$(grep -o 'in A, 0x[0-9a-f]*' "$tmp/out" | cut -c9-)
 [ $(( 0x$a_bits ^ 0x$b_bits )) = 8 ] && echo "ok: the two values differ in bit 3" || fail "the values $a_bits and $b_bits"
+# The same bit flipped in a training checkpoint, signed again: named by element, the optimizer state
+# equal; the flipped checkpoint is a valid one (train_mlp resumes from it).
+"$flip_exe" "$tmp/c1/ckpt-000000000010.rsgd" "$tmp/flipped.rsgd" 25207 3 || fail "flip_bit on a checkpoint failed"
+run_diff 1 "$tmp/out" "$tmp/c1/ckpt-000000000010.rsgd" "$tmp/flipped.rsgd"
+has_line "a checkpoint with one bit flipped differs" "$tmp/out" "reprosgd_diff: the checkpoints differ"
+grep -qx 'layer 3 (dense(32,16,he)) weights: 1 of 512 elements differ; the first, \[5\]\[7\] (parameter 25207), is 0x[0-9a-f]\{8\} ([-0-9.e]*) in A, 0x[0-9a-f]\{8\} ([-0-9.e]*) in B' "$tmp/out" &&
+  echo "ok: the flipped weight of the checkpoint named by element" || { fail "the flipped checkpoint weight"; cat "$tmp/out"; }
+has_line "... the only difference, optimizer state included" "$tmp/out" "1 of 21 tensors differ, 1 of 25818 parameters"
+"$exe" "${base[@]}" --threads 1 --resume "$tmp/flipped.rsgd" --stop-after 11 >"$tmp/resumed" 2>&1 &&
+  echo "ok: the re-signed checkpoint resumes" || { fail "resume from the flipped checkpoint"; cat "$tmp/resumed"; }
 bad "a checkpoint against a trace" "reprosgd_diff: error: reprosgd::read_checkpoint_state: $tmp/a: not a ReproSGD checkpoint (magic bytes are 7b 22 74 72 61 63 65 22, expected \"RSGDCKPT\")" \
   "$tmp/c1/ckpt-000000000010.rsgd" "$tmp/a"
 "$diff_exe" "$tmp/a" >/dev/null 2>&1
