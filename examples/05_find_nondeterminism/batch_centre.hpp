@@ -48,6 +48,17 @@ float sum(const Space& space, Sum how, const V& v, long n) {
   return total;
 }
 
+/// y = x - mean(x) over every element of x (rows x cols, contiguous), the sum written the `how` way.
+/// A free function: nvcc refuses a device lambda in a private member function.
+template <class Space, class In, class Out>
+void centre(const Space& space, Sum how, const In& x, const Out& y) {
+  const long rows = static_cast<long>(x.extent(0)), cols = static_cast<long>(x.extent(1)), n = rows * cols;
+  const float mean = sum(space, how, x.data(), n) / static_cast<float>(n);
+  Kokkos::parallel_for(
+      "batch_centre::centre", Kokkos::RangePolicy<Space>(space, 0, n),
+      KOKKOS_LAMBDA(const long i) { y.data()[i] = x.data()[i] - mean; });
+}
+
 /// y = x - mean(x), the mean over every element of the micro-batch; dx = dy - mean(dy).
 /// Forward adds up the way `Forward` says, backward the way `Backward` says.
 template <Sum Forward, Sum Backward = Forward>
@@ -69,16 +80,6 @@ struct BatchCentre {
   template <class Ctx, class P, class In, class Out, class GOut, class GIn, class GP>
   void backward(const Ctx& ctx, const P&, const In&, const Out&, const GOut& gy, const GIn& gx, const GP&) const {
     if (gx.extent(0) > 0) centre(ctx.space, Backward, gy, gx);
-  }
-
- private:
-  template <class Space, class In, class Out>
-  static void centre(const Space& space, Sum how, const In& x, const Out& y) {
-    const long rows = static_cast<long>(x.extent(0)), cols = static_cast<long>(x.extent(1)), n = rows * cols;
-    const float mean = sum(space, how, x.data(), n) / static_cast<float>(n);
-    Kokkos::parallel_for(
-        "batch_centre::centre", Kokkos::RangePolicy<Space>(space, 0, n),
-        KOKKOS_LAMBDA(const long i) { y.data()[i] = x.data()[i] - mean; });
   }
 };
 

@@ -4,11 +4,11 @@
 
 #include <reprosgd/concepts/reduction.hpp>
 #include <reprosgd/error.hpp>
+#include <reprosgd/math/elementary.hpp>
 
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 
 REPROSGD_BEGIN_NAMESPACE
@@ -17,8 +17,7 @@ namespace detail {
 /// 1 when x is a NaN or an Inf (biased exponent 255), by its bits: no <cmath>, and immune to
 /// -ffinite-math-only assumptions.
 KOKKOS_INLINE_FUNCTION int is_nonfinite_bits(float x) {
-  std::uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
+  const auto u = math::detail::bit_cast<std::uint32_t>(x);
   return ((u >> 23) & 0xFFu) == 0xFFu ? 1 : 0;
 }
 }  // namespace detail

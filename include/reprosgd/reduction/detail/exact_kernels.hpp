@@ -14,11 +14,11 @@
 #pragma once
 
 #include <reprosgd/config.hpp>
+#include <reprosgd/math/elementary.hpp>
 
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
-#include <cstring>
 
 REPROSGD_BEGIN_NAMESPACE
 
@@ -28,11 +28,7 @@ namespace detail::exact {
 inline constexpr long block_size = 256;
 
 /// The raw bits of a float.
-KOKKOS_INLINE_FUNCTION std::uint32_t float_bits(float x) {
-  std::uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
+KOKKOS_INLINE_FUNCTION std::uint32_t float_bits(float x) { return math::detail::bit_cast<std::uint32_t>(x); }
 
 /// The bits of |x|: as unsigned integers these order like the magnitudes, so the biased exponent
 /// of a block's largest magnitude is (max of magnitude_bits) >> 23 (255 for Inf and NaN, whose
@@ -91,10 +87,7 @@ KOKKOS_INLINE_FUNCTION std::int64_t quantise(float x, std::int32_t base) {
 
 /// 2^p as a double, exactly, for -1022 <= p <= 1023 (the bits built directly: no libm).
 KOKKOS_INLINE_FUNCTION double pow2(int p) {
-  const std::uint64_t bits = static_cast<std::uint64_t>(1023 + p) << 52;
-  double d;
-  std::memcpy(&d, &bits, sizeof d);
-  return d;
+  return math::detail::bit_cast<double>(static_cast<std::uint64_t>(1023 + p) << 52);
 }
 
 /// The per-block factor of dequantise(): 2^-(188 - h - max(E,1)) (between 2^-187 and 2^86).
@@ -121,9 +114,7 @@ KOKKOS_INLINE_FUNCTION double int64_to_double(std::int64_t n) {
   const std::uint64_t un = static_cast<std::uint64_t>(n);
   const std::uint64_t lo_bits = 0x4330000000000000ull | (un & 0xFFFFFFFFull);               // 2^52 + lo
   const std::uint64_t hi_bits = 0x4530000000000000ull | ((un >> 32) ^ 0x80000000ull);       // 2^84 + (hi+2^31)*2^32
-  double lo, hi;
-  std::memcpy(&lo, &lo_bits, sizeof lo);
-  std::memcpy(&hi, &hi_bits, sizeof hi);
+  const double lo = math::detail::bit_cast<double>(lo_bits), hi = math::detail::bit_cast<double>(hi_bits);
   return (hi - 0x1.000008p84) + (lo - 0x1p52);  // 0x1.000008p84 = 2^84 + 2^63
 }
 
@@ -132,14 +123,11 @@ KOKKOS_INLINE_FUNCTION double int64_to_double(std::int64_t n) {
 /// double's bits (|v| >= limit as integers, exact for finite v) so that a loop over it has no
 /// branch and vectorises.
 KOKKOS_INLINE_FUNCTION float to_float_checked(double v, int& overflowed) {
-  std::uint64_t vb;
-  std::memcpy(&vb, &v, sizeof vb);
+  std::uint64_t vb = math::detail::bit_cast<std::uint64_t>(v);
   const std::uint64_t over = (vb & 0x7FFFFFFFFFFFFFFFull) >= float_overflow_limit_bits ? 1u : 0u;
   overflowed = static_cast<int>(over);
   vb &= over - 1u;  // +0 when over
-  double kept;
-  std::memcpy(&kept, &vb, sizeof kept);
-  return static_cast<float>(kept);
+  return static_cast<float>(math::detail::bit_cast<double>(vb));
 }
 
 /// The float of an integer block sum `n` (scale = dequantise_scale(E, h)), and whether it
