@@ -21,12 +21,15 @@ namespace {
 using batch_centre::BatchCentre;
 using batch_centre::Sum;
 
-// The model: dense, relu, the layer under test, dense. Made in each variant's memory space.
+// The model: dense, relu, the layer under test, dense, made in each variant's memory space. A named
+// function object rather than a lambda: nvcc cannot name a lambda held in a variable template.
 template <Sum Forward, Sum Backward>
-auto make_model = [](auto space) {
-  using memory_space = typename decltype(space)::memory_space;
-  return reprosgd::make_sequential<memory_space>(reprosgd::Dense{12, 24}, reprosgd::ReLU{},
-                                                 BatchCentre<Forward, Backward>{}, reprosgd::Dense{24, 5});
+struct MakeModel {
+  template <class Space>
+  auto operator()(const Space&) const {
+    return reprosgd::make_sequential<typename Space::memory_space>(reprosgd::Dense{12, 24}, reprosgd::ReLU{},
+                                                                   BatchCentre<Forward, Backward>{}, reprosgd::Dense{24, 5});
+  }
 };
 
 template <Sum Forward, Sum Backward>
@@ -38,10 +41,10 @@ reprosgd::testing::NondeterminismReport check() {
   const Kokkos::DefaultHostExecutionSpace one_thread;  // no Serial backend: repeats only
 #endif
   if constexpr (std::is_same_v<Kokkos::DefaultExecutionSpace, Kokkos::DefaultHostExecutionSpace>)
-    return reprosgd::testing::find_nondeterminism(make_model<Forward, Backward>, options, one_thread,
+    return reprosgd::testing::find_nondeterminism(MakeModel<Forward, Backward>{}, options, one_thread,
                                                   Kokkos::DefaultHostExecutionSpace());
   else
-    return reprosgd::testing::find_nondeterminism(make_model<Forward, Backward>, options, one_thread,
+    return reprosgd::testing::find_nondeterminism(MakeModel<Forward, Backward>{}, options, one_thread,
                                                   Kokkos::DefaultHostExecutionSpace(), Kokkos::DefaultExecutionSpace());
 }
 

@@ -123,6 +123,27 @@ inline float synthetic_value(std::uint64_t seed, std::uint64_t i) {
   return static_cast<float>(static_cast<std::int64_t>(z >> 40) - (1LL << 23)) * (1.0f / static_cast<float>(1 << 23));
 }
 
+// The kernels live in functions templated on the space and Views alone: nvcc refuses a device lambda
+// in a function template instantiated with a closure type (the user's make_model lambda).
+
+/// sum += g, element by element. @deterministic
+template <class ExecSpace, class Sum, class Grad>
+void add_into(const ExecSpace& space, const Sum& sum, const Grad& g) {
+  Kokkos::parallel_for(
+      "reprosgd::testing::add", Kokkos::RangePolicy<ExecSpace>(space, 0, g.extent(0)),
+      KOKKOS_LAMBDA(const std::size_t i) { sum(i) += g(i); });
+  space.fence();
+}
+
+/// Plain SGD, p = p - lr * g: one multiply and one subtract per element, the same on every backend.
+template <class ExecSpace, class Params, class Grad>
+void sgd_update(const ExecSpace& space, const Params& params, const Grad& g, float lr) {
+  Kokkos::parallel_for(
+      "reprosgd::testing::sgd", Kokkos::RangePolicy<ExecSpace>(space, 0, g.extent(0)),
+      KOKKOS_LAMBDA(const std::size_t i) { params(i) = params(i) - lr * g(i); });
+  space.fence();
+}
+
 template <class ExecSpace, class MakeModel>
 RunRecord record_run(std::string name, const ExecSpace& space, MakeModel& make_model, const NondeterminismOptions& o,
                      std::vector<std::string>& descriptions) {
@@ -170,11 +191,7 @@ RunRecord record_run(std::string name, const ExecSpace& space, MakeModel& make_m
       softmax_cross_entropy(space, out, labels, rows, 1.0f / static_cast<float>(rows * o.micro_batches), grad, row_loss,
                             row_correct);
       model.backward(ctx, ws, rows, grads);
-      // The step's gradient: the micro-batches' added in order, element by element.
-      Kokkos::parallel_for(
-          "reprosgd::testing::add", Kokkos::RangePolicy<ExecSpace>(space, 0, n_params),
-          KOKKOS_LAMBDA(const std::size_t i) { sum(i) += grads(i); });
-      space.fence();
+      add_into(space, sum, grads);  // the step's gradient: the micro-batches' added in order
       const std::vector<float> g = to_host(grads, n_params);
       std::vector<std::vector<float>> outs, gins, pgs;
       for (std::size_t l = 0; l < depth; ++l) {
@@ -188,13 +205,7 @@ RunRecord record_run(std::string name, const ExecSpace& space, MakeModel& make_m
       st.input_gradient.push_back(std::move(gins));
       st.parameter_gradient.push_back(std::move(pgs));
     }
-    // Plain SGD: one multiply and one subtract per element, the same on every backend.
-    const auto params = model.parameters();
-    const float lr = o.learning_rate;
-    Kokkos::parallel_for(
-        "reprosgd::testing::sgd", Kokkos::RangePolicy<ExecSpace>(space, 0, n_params),
-        KOKKOS_LAMBDA(const std::size_t i) { params(i) = params(i) - lr * sum(i); });
-    space.fence();
+    sgd_update(space, model.parameters(), sum, o.learning_rate);
     rec.steps.push_back(std::move(st));
   }
   return rec;

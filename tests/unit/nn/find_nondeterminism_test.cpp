@@ -23,11 +23,15 @@ using batch_centre::Sum;
 using reprosgd::testing::NondeterminismOptions;
 using reprosgd::testing::NondeterminismReport;
 
+// The model: dense, relu, the layer under test, dense, made in each variant's memory space. A named
+// function object rather than a lambda: nvcc cannot name a lambda held in a variable template.
 template <Sum Forward, Sum Backward>
-auto make_model = [](auto space) {
-  using memory_space = typename decltype(space)::memory_space;
-  return reprosgd::make_sequential<memory_space>(reprosgd::Dense{12, 24}, reprosgd::ReLU{},
-                                                 BatchCentre<Forward, Backward>{}, reprosgd::Dense{24, 5});
+struct MakeModel {
+  template <class Space>
+  auto operator()(const Space&) const {
+    return reprosgd::make_sequential<typename Space::memory_space>(reprosgd::Dense{12, 24}, reprosgd::ReLU{},
+                                                                   BatchCentre<Forward, Backward>{}, reprosgd::Dense{24, 5});
+  }
 };
 
 #if defined(KOKKOS_ENABLE_SERIAL)
@@ -40,10 +44,10 @@ using OneThread = Kokkos::DefaultHostExecutionSpace;
 template <Sum Forward, Sum Backward>
 NondeterminismReport find(const NondeterminismOptions& o = {.steps = 2}) {
   if constexpr (std::is_same_v<Kokkos::DefaultExecutionSpace, Kokkos::DefaultHostExecutionSpace>)
-    return reprosgd::testing::find_nondeterminism(make_model<Forward, Backward>, o, OneThread(),
+    return reprosgd::testing::find_nondeterminism(MakeModel<Forward, Backward>{}, o, OneThread(),
                                                   Kokkos::DefaultHostExecutionSpace());
   else
-    return reprosgd::testing::find_nondeterminism(make_model<Forward, Backward>, o, OneThread(),
+    return reprosgd::testing::find_nondeterminism(MakeModel<Forward, Backward>{}, o, OneThread(),
                                                   Kokkos::DefaultHostExecutionSpace(), Kokkos::DefaultExecutionSpace());
 }
 
