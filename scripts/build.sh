@@ -5,7 +5,7 @@
 #   build.sh             the main build (g++, Serial + OpenMP, -O3 -march=native, MPI when setup.sh
 #                        made it) in build/: library tests, apps, examples and benchmarks
 #   build.sh --variants  the same, plus the cross-build checks' variants in build-variants/: g++ -O2
-#                        for generic x86-64, g++ with the Threads backend, clang++ with Threads, and
+#                        for generic x86-64, clang++ with the Threads backend, and
 #                        g++ with Kokkos 4.6.1 (OpenMP + Serial, MPI like the main build; only when
 #                        setup.sh could build that Kokkos, else CTest reports its checks skipped),
 #                        and Kokkos 4.6.1 + CUDA 12.4 (compile and link only; when setup_cuda.sh
@@ -73,14 +73,15 @@ peers=()
 # The Kokkos 4 variant, or why there is none (tests/determinism/CMakeLists.txt); both empty without
 # --variants.
 kokkos4_build="" kokkos4_missing=""
-cuda_build="" cuda_missing="" cuda_toolkit=""
+cuda_build="" cuda_missing="" cuda_toolkit="" cuda_tests=""
 hip_build="" hip_missing="" hip_compiler="" hip_tests=""
 if [ $variants = 1 ]; then
   # Only train_mlp and the per-backend known-answer tests are built in the variants (what
   # tests/determinism runs from them); clang-threads also builds the other apps (predict,
   # reprosgd_diff), the one check that they compile with clang.
-  for v in "gcc-openmp-O2 gcc-openmp g++ -O2" "gcc-threads gcc-threads g++ -O3 -march=native" \
-           "clang-threads clang-threads clang++ -O3 -march=native"; do
+  # The Threads backend is compiled by clang++ only: g++ is the main build's compiler, Threads a
+  # backend, clang++ a compiler; one variant covers both (a g++ + Threads variant cost CI 5 minutes).
+  for v in "gcc-openmp-O2 gcc-openmp g++ -O2" "clang-threads clang-threads clang++ -O3 -march=native"; do
     set -- $v
     name=$1 kokkos=$2 cxx=$3; shift 3
     variant_targets=(train_mlp unit_rng unit_kernels)
@@ -108,19 +109,26 @@ if [ $variants = 1 ]; then
     kokkos4_missing="no Kokkos 4.6.1 in $kokkos4 (scripts/setup.sh builds it from ../shared/deps/kokkos-4.6.01.tar.gz next to the repository, which it did not find)"
   fi
   # CUDA: Kokkos 4.6.1 + CUDA 12.4 through nvcc_wrapper (scripts/setup_cuda.sh), compiled and linked
-  # only (no GPU here): train_mlp, every unit-test area with its kernels instantiated for the device,
-  # and cuda_gemm_bench, for sm_90 (Hopper). Not sm_80 too: Kokkos builds for one GPU architecture
+  # only (no GPU here): train_mlp, cuda_gemm_bench and the unit-test areas below with their kernels
+  # instantiated for the device, for sm_90 (Hopper). The build is configured with every area; CI
+  # compiles the ones whose kernels carry the training step (nvcc takes minutes a file), and
+  # scripts/device_check.sh prepare builds the rest (rng, math, data) when a GPU is there to run them. Not sm_80 too: Kokkos builds for one GPU architecture
   # and refuses at initialisation a device of another, so Ampere would need a second Kokkos and a
   # second variant (CI time). scripts/device_check.sh runs this build on a GPU. With MPI like the
   # main build: DataParallel on the device (the exact reduction's integers staged through host
   # buffers unless the MPI is CUDA-aware) and the host-only policies compiled by nvcc; the device
   # check carries that MPI and trains on 2 ranks sharing the GPU.
   kokkos_cuda="$CACHE/kokkos4-cuda" cuda_toolkit="$CACHE/cuda-12.4"
+  cuda_areas="kernels nn optim reduction trainer inference"
   if [ -f "$kokkos_cuda/.complete" ] && [ -f "$cuda_toolkit/.complete" ]; then
     cuda_build="$VARIANTS_DIR/kokkos4-cuda"
+    cuda_targets=(train_mlp cuda_gemm_bench)
+    for a in $cuda_areas; do cuda_targets+=("unit_$a"); done
+    cuda_tests=$(printf 'unit_%s;' $cuda_areas); cuda_tests=${cuda_tests%;}
     configure_and_build "$cuda_build" "$kokkos_cuda" "$kokkos_cuda/bin/nvcc_wrapper_pinned" \
       "-O2" -DKokkos_ROOT="$kokkos_cuda" -DCUDAToolkit_ROOT="$cuda_toolkit" \
-      "${mpi_flags[@]}" -DREPROSGD_VARIANT_BUILD=ON -DREPROSGD_VARIANT_AREAS=all -DREPROSGD_BUILD_BENCH=OFF --
+      "${mpi_flags[@]}" -DREPROSGD_VARIANT_BUILD=ON -DREPROSGD_VARIANT_AREAS=all -DREPROSGD_BUILD_BENCH=OFF \
+      -- "${cuda_targets[@]}"
   else
     cuda_missing="no Kokkos 4.6.1 with CUDA in $kokkos_cuda (scripts/setup_cuda.sh builds it when it can download the CUDA 12.4 toolkit and ../shared/deps has the Kokkos 4.6.1 source)"
   fi
@@ -159,5 +167,5 @@ fi
 configure_and_build "$BUILD_DIR" "$CACHE/kokkos-gcc-openmp" g++ "-O3 -march=native" "${mpi_flags[@]}" \
   -DREPROSGD_PEER_BUILDS="$peer_list" -DREPROSGD_KOKKOS4_BUILD="$kokkos4_build" \
   -DREPROSGD_KOKKOS4_MISSING="$kokkos4_missing" -DREPROSGD_CUDA_BUILD="$cuda_build" -DREPROSGD_CUDA_TOOLKIT="$cuda_toolkit" \
-  -DREPROSGD_CUDA_MISSING="$cuda_missing" -DREPROSGD_HIP_BUILD="$hip_build" -DREPROSGD_HIP_MISSING="$hip_missing" \
+  -DREPROSGD_CUDA_MISSING="$cuda_missing" -DREPROSGD_CUDA_UNIT_TESTS="$cuda_tests" -DREPROSGD_HIP_BUILD="$hip_build" -DREPROSGD_HIP_MISSING="$hip_missing" \
   -DREPROSGD_HIP_COMPILER="$hip_compiler" -DREPROSGD_HIP_UNIT_TESTS="$hip_tests" -DREPROSGD_BUILD_BENCH=$bench -DREPROSGD_HEADER_CHECK=$header_check --

@@ -108,7 +108,6 @@ build_kokkos_from() {
 }
 # Kokkos allows one host-parallel backend per build, so each backend pair is its own install.
 build_kokkos gcc-openmp g++ -DKokkos_ENABLE_OPENMP=ON
-build_kokkos gcc-threads g++ -DKokkos_ENABLE_PTHREAD=ON
 build_kokkos clang-threads clang++ -DKokkos_ENABLE_PTHREAD=ON
 
 # ---------------------------------------------------------------------------------------------

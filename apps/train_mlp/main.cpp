@@ -72,7 +72,13 @@ int with_fault_tolerance(const Config& c, const reprosgd::TrainTest<Kokkos::Host
 
 template <class Space>
 int with_space(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
-  if (c.reduction == "native") return with_policy<DataPolicy<Space, reprosgd::Native>>(c, data);
+  if (c.reduction == "native") {
+    if constexpr (has_native<Space>)
+      return with_policy<DataPolicy<Space, reprosgd::Native>>(c, data);
+    else
+      throw reprosgd::config_error(std::string("train_mlp: --reduction native runs on the default backend (") +
+                                   Kokkos::DefaultHostExecutionSpace::name() + "), not --backend " + c.backend);
+  }
   return with_policy<DataPolicy<Space, reprosgd::Exact>>(c, data);
 }
 

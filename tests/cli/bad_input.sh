@@ -47,6 +47,7 @@ printf '0.5,0.25,1\n0.5,abc,0\n' >"$tmp/abc.csv"
 expect 3 "line 2, column 2" --data "$tmp/abc.csv" --layers 2,4,2 --batch 2 --micro-batch 1 --steps 2 --quiet
 expect 4 "training diverged" --data synthetic --synthetic-train 256 --synthetic-test 16 --layers 784,16,10 --batch 8 --micro-batch 4 --steps 20 --quiet --optimizer sgd --lr 1e30
 expect 2 "--backend" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --backend cuda
+expect 2 "--reduction native runs on the default backend (OpenMP), not --backend serial" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --backend serial --reduction native
 expect 2 "--optimizer" --data synthetic "${small[@]}" --optimizer rmsprop
 expect 2 "Dropout: p must be in [0, 1), got 1.5" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --dropout 1.5
 # Model and hybrid parallelism options (checked before any data is read or rank is split).
