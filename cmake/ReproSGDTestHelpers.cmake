@@ -2,11 +2,29 @@
 # Helpers to register ReproSGD tests.
 set(REPROSGD_VARIANT_AREAS rng kernels CACHE STRING "Test areas compiled in variant builds (all: every area)")
 
-# reprosgd_add_unit_test(name LABELS l... SOURCES s...): a doctest executable run by CTest.
+# REPROSGD_TEST_OPT_FLAGS: optimisation flags for the test programs, after the build's own so that
+# they win (scripts/build.sh's main build: -O1). The library's bits do not depend on the
+# optimisation level (docs/numerics.md), so the tests assert the same known answers and goldens
+# at -O1 as at -O3, and their compile takes about half the time (codegen is 85% of it). The apps
+# (train_mlp: every golden, MPI, ULFM and trace test), benchmarks and examples keep the build's
+# flags, and so do the tests that are about the flags (tests/fpenv) or that need the speed (the
+# exhaustive sweeps): BUILD_FLAGS below.
+set(REPROSGD_TEST_OPT_FLAGS "" CACHE STRING "Optimisation flags of the test programs (empty: the build's)")
+function(reprosgd_test_optimization target)
+  if(REPROSGD_TEST_OPT_FLAGS)
+    target_compile_options(${target} PRIVATE ${REPROSGD_TEST_OPT_FLAGS})
+  endif()
+endfunction()
+
+# reprosgd_add_unit_test(name [BUILD_FLAGS] LABELS l... SOURCES s...): a doctest executable run by
+# CTest, compiled with REPROSGD_TEST_OPT_FLAGS unless BUILD_FLAGS.
 function(reprosgd_add_unit_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "LABELS;SOURCES" ${ARGN})
+  cmake_parse_arguments(ARG "BUILD_FLAGS" "TIMEOUT" "LABELS;SOURCES" ${ARGN})
   add_executable(${name} ${ARG_SOURCES} $<TARGET_OBJECTS:reprosgd_test_main>)
   target_link_libraries(${name} PRIVATE reprosgd_test_main)
+  if(NOT ARG_BUILD_FLAGS)
+    reprosgd_test_optimization(${name})
+  endif()
   add_test(NAME ${name} COMMAND ${name})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 1500)

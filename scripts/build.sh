@@ -3,7 +3,8 @@
 # build.sh — configure and build ReproSGD's builds after setup.sh.
 #
 #   build.sh             the main build (g++, Serial + OpenMP, -O3 -march=native, MPI when setup.sh
-#                        made it) in build/: library tests, apps, examples and benchmarks
+#                        made it) in build/: library tests, apps, examples and benchmarks; the test
+#                        programs at -O1 (REPROSGD_TEST_OPT_FLAGS, cmake/ReproSGDTestHelpers.cmake)
 #   build.sh --variants  the same, plus the cross-build checks' variants in build-variants/: g++ -O2
 #                        for generic x86-64, clang++ with the Threads backend, and
 #                        g++ with Kokkos 4.6.1 (OpenMP + Serial, MPI like the main build; only when
@@ -90,8 +91,9 @@ if [ $variants = 1 ]; then
       -DREPROSGD_VARIANT_BUILD=ON -DREPROSGD_ENABLE_MPI=OFF -DREPROSGD_BUILD_BENCH=OFF -- "${variant_targets[@]}"
     peers+=("$name=$VARIANTS_DIR/$name")
   done
-  # Kokkos 4.6.1 with the main build's compiler, flags, backends and MPI: train_mlp and the unit-test
-  # areas whose kernels run on Kokkos (rng, kernels, nn, optim, reduction, trainer). The main build's
+  # Kokkos 4.6.1 with the main build's compiler, flags, backends and MPI: train_mlp (data-parallel
+  # policies only: what the cross-build checks run) and the unit-test areas whose kernels run on
+  # Kokkos (rng, kernels, nn, optim, reduction, trainer). The main build's
   # CTest runs those unit tests and compares its fingerprints with the Kokkos 3.4.1 builds'. The other
   # areas (checkpoint, data, fault, inference, math: host code around a few Views) are compiled
   # against Kokkos 4.6.1 by the CUDA variant below; running them twice on the host cost CI about 5
@@ -104,6 +106,7 @@ if [ $variants = 1 ]; then
     for a in $kokkos4_areas; do kokkos4_targets+=("unit_$a"); done
     configure_and_build "$kokkos4_build" "$kokkos4" g++ "-O3 -march=native" -DKokkos_ROOT="$kokkos4" "${mpi_flags[@]}" \
       -DREPROSGD_VARIANT_BUILD=ON -DREPROSGD_VARIANT_AREAS="${kokkos4_areas// /;}" -DREPROSGD_BUILD_BENCH=OFF \
+      -DREPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY=ON \
       -- "${kokkos4_targets[@]}"
   else
     kokkos4_missing="no Kokkos 4.6.1 in $kokkos4 (scripts/setup.sh builds it from ../shared/deps/kokkos-4.6.01.tar.gz next to the repository, which it did not find)"
@@ -168,4 +171,5 @@ configure_and_build "$BUILD_DIR" "$CACHE/kokkos-gcc-openmp" g++ "-O3 -march=nati
   -DREPROSGD_PEER_BUILDS="$peer_list" -DREPROSGD_KOKKOS4_BUILD="$kokkos4_build" \
   -DREPROSGD_KOKKOS4_MISSING="$kokkos4_missing" -DREPROSGD_CUDA_BUILD="$cuda_build" -DREPROSGD_CUDA_TOOLKIT="$cuda_toolkit" \
   -DREPROSGD_CUDA_MISSING="$cuda_missing" -DREPROSGD_CUDA_UNIT_TESTS="$cuda_tests" -DREPROSGD_HIP_BUILD="$hip_build" -DREPROSGD_HIP_MISSING="$hip_missing" \
-  -DREPROSGD_HIP_COMPILER="$hip_compiler" -DREPROSGD_HIP_UNIT_TESTS="$hip_tests" -DREPROSGD_BUILD_BENCH=$bench -DREPROSGD_HEADER_CHECK=$header_check --
+  -DREPROSGD_HIP_COMPILER="$hip_compiler" -DREPROSGD_HIP_UNIT_TESTS="$hip_tests" -DREPROSGD_BUILD_BENCH=$bench -DREPROSGD_HEADER_CHECK=$header_check \
+  -DREPROSGD_TEST_OPT_FLAGS=-O1 --

@@ -43,6 +43,7 @@ reprosgd::TrainTest<Kokkos::HostSpace> load_data(const Config& c, bool say) {
   return d;
 }
 
+#if !REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY
 // --fault-tolerance shrink|restart: UlfmDataParallel with the Exact reduction (a shrink changes P,
 // which only Exact makes invisible in the bits) on the default host backend (instantiated once to
 // keep the build time down).
@@ -70,6 +71,8 @@ int with_fault_tolerance(const Config& c, const reprosgd::TrainTest<Kokkos::Host
 #endif
 }
 
+#endif
+
 template <class Space>
 int with_space(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
   if (c.reduction == "native") {
@@ -82,6 +85,7 @@ int with_space(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& da
   return with_policy<DataPolicy<Space, reprosgd::Exact>>(c, data);
 }
 
+#if !REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY
 // --parallel model|hybrid: Hybrid with the Exact reduction on the default host backend.
 int with_model_parallel(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
   using namespace reprosgd;
@@ -110,6 +114,7 @@ int with_model_parallel(const Config& c, const reprosgd::TrainTest<Kokkos::HostS
   throw config_error(what + " needs a build with MPI");
 #endif
 }
+#endif
 
 int run(const Config& c) {
   using namespace reprosgd;
@@ -121,9 +126,17 @@ int run(const Config& c) {
   if (!c.grid.empty()) (void)GridShape::parse(c.grid);  // a typo fails before any work
 #endif
   if (!c.inject_failure.empty()) (void)FailureSchedule::parse(c.inject_failure);  // a typo fails before any work
+#if REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY
+  if (c.parallel != "data" || c.fault_tolerance != "abort")
+    throw config_error(std::string("train_mlp: ") + (c.parallel != "data" ? "--parallel " + c.parallel : "--fault-tolerance " + c.fault_tolerance) +
+                       " is not built into this train_mlp (REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY, a variant build for "
+                       "the cross-build checks)");
+#endif
   const auto data = load_data(c, !c.quiet && world_rank() == 0);
+#if !REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY
   if (c.parallel != "data") return with_model_parallel(c, data);
   if (c.fault_tolerance != "abort") return with_fault_tolerance(c, data);
+#endif
 #if defined(KOKKOS_ENABLE_SERIAL)
   if (c.backend == "serial") return with_space<Kokkos::Serial>(c, data);
 #endif
