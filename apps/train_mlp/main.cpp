@@ -11,6 +11,46 @@
 
 namespace train_mlp {
 
+// The most --threads this machine runs: 4 per hardware thread, and at least 64 (so that the
+// determinism checks' 4 threads run on any machine). libgomp crashed (SIGSEGV) at --threads 10000.
+inline int max_threads() {
+  return static_cast<int>(std::max(64u, 4u * std::max(1u, std::thread::hardware_concurrency())));
+}
+
+// Refuses, before any allocation, a model whose parameters, gradients and optimizer state alone do
+// not fit in this machine's memory (a Kokkos allocation failure at --layers 784,2000000000,10,
+// exit 1, was what a user got). Under model parallelism each rank holds 1/P_model of them. A lower
+// bound: activations, micro-batch partials and buffers come on top.
+void check_model_fits(const Config& c) {
+  const std::vector<int> w = parse_layers(c.layers);
+  long double parameters = 0;
+  for (std::size_t i = 0; i + 1 < w.size(); ++i)
+    parameters += static_cast<long double>(w[i]) * w[i + 1] + w[i + 1];
+  int model_ranks = 1;
+#if REPROSGD_HAS_MPI
+  int p = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &p);
+  if (c.parallel == "model") model_ranks = p;
+  if (c.parallel == "hybrid") model_ranks = (c.grid.empty() ? reprosgd::GridShape::balanced(p) : reprosgd::GridShape::parse(c.grid)).model;
+#endif
+  const int state_copies = c.optimizer == "sgd" ? (c.momentum != 0.0f ? 1 : 0) : 2;  // velocity; Adam's m and v
+  const long double bytes = parameters / model_ranks * (2 + state_copies) * sizeof(float);  // + gradients
+  const long double memory = static_cast<long double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGE_SIZE);
+  if (memory > 0 && bytes > memory) {
+    const auto gib = [](long double b) {
+      char text[64];
+      std::snprintf(text, sizeof text, "%.1Lf GiB", b / (1024.0L * 1024.0L * 1024.0L));
+      return std::string(text);
+    };
+    char count[64];
+    std::snprintf(count, sizeof count, "%.0Lf", parameters);
+    throw reprosgd::config_error("train_mlp: --layers " + c.layers + ": the model's " + count +
+                                 " parameters, their gradients and optimizer state need at least " + gib(bytes) +
+                                 (model_ranks > 1 ? " per rank (" + std::to_string(model_ranks) + " model ranks)" : std::string()) +
+                                 ", more than this machine's " + gib(memory) + " of memory");
+  }
+}
+
 reprosgd::TrainTest<Kokkos::HostSpace> load_data(const Config& c, bool say) {
   using namespace reprosgd;
   TrainTest<Kokkos::HostSpace> d;
@@ -126,6 +166,7 @@ int run(const Config& c) {
   if (!c.grid.empty()) (void)GridShape::parse(c.grid);  // a typo fails before any work
 #endif
   if (!c.inject_failure.empty()) (void)FailureSchedule::parse(c.inject_failure);  // a typo fails before any work
+  check_model_fits(c);
 #if REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY
   if (c.parallel != "data" || c.fault_tolerance != "abort")
     throw config_error(std::string("train_mlp: ") + (c.parallel != "data" ? "--parallel " + c.parallel : "--fault-tolerance " + c.fault_tolerance) +
@@ -303,6 +344,13 @@ int main(int argc, char** argv) {
       return 2;
     }
     c.dump_dir = dump[1];
+  }
+  if (c.threads < 0 || c.threads > max_threads()) {
+    std::fprintf(stderr,
+                 "train_mlp: error: --threads %d: at most %d on this machine (4 per hardware thread, %u here, and at "
+                 "least 64)\n",
+                 c.threads, max_threads(), std::max(1u, std::thread::hardware_concurrency()));
+    return 2;
   }
   int rc = 1;
 #if REPROSGD_HAS_MPI

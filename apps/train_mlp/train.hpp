@@ -22,6 +22,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>  // sysconf: the memory check of --layers
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -29,8 +31,10 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -273,7 +277,12 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
     return c.dump_step >= 0 && done == static_cast<std::uint64_t>(c.dump_step) + 1;  // the dumped step was the last
   }};
   ProgressReporter progress(rank, c.quiet ? nullptr : stdout);
-  JsonLinesWriter metrics(c.metrics, rank);
+  // Rank 0 alone opens the metrics file; its failure must end every rank, not leave them waiting in
+  // fit()'s first collective (agreed: one line from that rank, "another rank found invalid input"
+  // from the others, a non-zero exit everywhere).
+  std::optional<JsonLinesWriter> metrics_file;
+  detail::agreed(trainer.parallelism(), "train_mlp: --metrics", [&] { metrics_file.emplace(c.metrics, rank); });
+  JsonLinesWriter& metrics = *metrics_file;
   FitResult result;
   try {
     result = trainer.fit(model, opt, state, data.train, &data.test, progress, metrics, hook);

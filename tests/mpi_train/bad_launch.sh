@@ -18,5 +18,9 @@ check 2 "the ranks do not train the same configuration" "$out" $rc
 out=$($launcher -n 2 "$exe" "${small[@]}" --batch 16 --micro-batch 8 --layers 784,16,10 : -n 1 "$exe" "${small[@]}" --batch 16 --micro-batch 8 --layers 100,16,10 2>&1); rc=$?
 check 1 "features but the model's first layer expects 100" "$out" $rc
 check 2 "another rank found invalid input" "$out" $rc
-echo "$((4 - fails)) passed, $fails failed"
+# A file only rank 0 opens (--metrics) that it cannot create: every rank ends, none waits.
+out=$($launcher -n 3 "$exe" "${small[@]}" "${net[@]}" --batch 16 --micro-batch 4 --metrics /nonexistent/dir/m.jsonl 2>&1); rc=$?
+check 1 "/nonexistent/dir/m.jsonl" "$out" $rc
+check 2 "error: --metrics: another rank found invalid input" "$out" $rc
+echo "$((6 - fails)) passed, $fails failed"
 [ $fails -eq 0 ]

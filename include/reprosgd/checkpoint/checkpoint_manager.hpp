@@ -3,11 +3,13 @@
 #pragma once
 
 #include <reprosgd/checkpoint/snapshot.hpp>
+#include <reprosgd/checkpoint/writer_lock.hpp>
 
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -41,8 +43,11 @@ struct ResumeResult {
  * (`ckpt-000000001234.rsgd`), so names sort by step.
  *
  * save() writes atomically and then deletes all but the newest `keep_last`; resume_auto() loads
- * the newest checkpoint that verifies, falling back to older ones. One writer per directory (the
- * writer also removes temporaries that a crashed writer left behind).
+ * the newest checkpoint that verifies, falling back to older ones. One run per directory: a
+ * directory holding checkpoints of another configuration is refused by both (nothing of another
+ * run is ever loaded, pruned or shadowed), and one writing process per directory, enforced by a
+ * lock the first save() takes (WriterLock; the writer also removes temporaries that a crashed
+ * writer left behind).
  *
  * @tparam F the CheckpointFormat of every file.
  *
@@ -109,6 +114,11 @@ class CheckpointManager {
   template <class Payload>
     requires SavableSnapshotPayload<Payload, F>
   std::filesystem::path save(const SnapshotInfo& info, const Payload& payload) {
+    if (!checked_) {
+      lock_->acquire(dir_);  // one writing process (no-op where the file system has no locks)
+      refuse_other_runs(info.config);
+      checked_ = true;
+    }
     remove_stale_temporaries();
     // A writer killed between its rename and its pruning left one file too many; prune first so
     // that crashes never accumulate more than keep_last + 1 files (the newest ones are kept).
@@ -135,9 +145,13 @@ class CheckpointManager {
    * Loads the newest checkpoint that verifies into `staging`.
    *
    * Tries the files from the newest step down; each one that fails (damaged, truncated, other
-   * configuration, other format, a name whose step differs from its header) is listed in `skipped`
-   * with its reason, and the next older one is tried. No checkpoint at all, or none usable, gives
-   * `resumed == false` (not an exception), so training starts fresh.
+   * format, a name whose step differs from its header) is listed in `skipped` with its reason, and
+   * the next older one is tried. No checkpoint at all, or none usable, gives `resumed == false`
+   * (not an exception), so training starts fresh. A checkpoint whose intact header names another
+   * configuration is not this run's: it throws (below) rather than start fresh over another run's
+   * files, which the next save would prune.
+   * @throws checkpoint_error "reprosgd::CheckpointManager: <dir> holds checkpoints of another
+   *         configuration (<file>: <first difference>); ..." (nothing is loaded)
    *
    * `staging` holds the loaded checkpoint's state when resumed. A checkpoint that failed during
    * deserialisation (listed in skipped) may have written into it before an older one was loaded
@@ -146,6 +160,7 @@ class CheckpointManager {
   template <class Payload>
     requires LoadableSnapshotPayload<Payload, F>
   ResumeResult resume_auto(const ConfigDescription& expected, Payload& staging) const {
+    refuse_other_runs(expected);
     ResumeResult result;
     std::vector<CheckpointFile> files = list();
     for (auto it = files.rbegin(); it != files.rend(); ++it) {
@@ -169,6 +184,25 @@ class CheckpointManager {
   }
 
  private:
+  /// Throws when a checkpoint in the directory has an intact header of another configuration.
+  /// Headers only (read_snapshot_info: bounded by the limits); a file whose header does not parse
+  /// is not judged (it may be this run's, damaged: resume_auto skips it and says why).
+  void refuse_other_runs(const ConfigDescription& config) const {
+    for (const auto& f : list()) {
+      SnapshotInfo info;
+      try {
+        info = read_snapshot_info(f.path, options_.limits);
+      } catch (const error&) {
+        continue;
+      }
+      if (auto diff = info.config.first_difference(config)) {
+        throw checkpoint_error("reprosgd::CheckpointManager: " + dir_.string() +
+                               " holds checkpoints of another configuration (" + f.path.filename().string() + ": " +
+                               *diff + "); give this run a directory of its own");
+      }
+    }
+  }
+
   [[nodiscard]] std::optional<std::uint64_t> parse_step(const std::string& name) const {
     const std::string& pre = options_.prefix;
     const std::string& ext = options_.extension;
@@ -213,6 +247,8 @@ class CheckpointManager {
 
   std::filesystem::path dir_;
   Options options_;
+  std::shared_ptr<WriterLock> lock_ = std::make_shared<WriterLock>();  // shared by copies
+  bool checked_ = false;  // the first save took the lock and found no other run's checkpoints
 };
 
 REPROSGD_END_NAMESPACE

@@ -4,6 +4,9 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -75,18 +78,79 @@ TEST_SUITE("checkpoint.manager") {
     CHECK(again.skipped.empty());
   }
 
-  TEST_CASE("no usable checkpoint: not resumed, every reason listed; another configuration is one") {
+  TEST_CASE("a directory of another configuration is refused by resume and by save, and left as it was") {
     ckpt_test::TempDir dir;
     reprosgd::CheckpointManager<> mgr(dir.path());
-    mgr.save(ckpt_test::test_info(5), ckpt_test::make_state(5));
+    for (std::uint64_t step : {10, 20, 30}) mgr.save(ckpt_test::test_info(step), ckpt_test::make_state(step));
+    std::vector<std::vector<unsigned char>> before;
+    for (std::uint64_t step : {10, 20, 30}) before.push_back(ckpt_test::read_bytes(mgr.path_for(step)));
     auto other = ckpt_test::test_config().entries();
     other[5].second = "43";
+    const reprosgd::ConfigDescription other_config(other);
+    const std::string refusal = "reprosgd::CheckpointManager: " + dir.path().string() +
+                                " holds checkpoints of another configuration (ckpt-000000000010.rsgd: seed is 42 in "
+                                "checkpoint, 43 in program); give this run a directory of its own";
     ckpt_test::State staging = ckpt_test::shaped_like(ckpt_test::make_state(0));
-    const auto r = mgr.resume_auto(reprosgd::ConfigDescription(other), staging);
-    CHECK_FALSE(r);
+    // Not "start fresh": the next save would have pruned the other run's files.
+    CHECK_THROWS_WITH_AS((void)mgr.resume_auto(other_config, staging), refusal.c_str(), reprosgd::checkpoint_error);
+    reprosgd::CheckpointManager<> second(dir.path(), {.keep_last = 1});
+    reprosgd::SnapshotInfo info = ckpt_test::test_info(40);
+    info.config = other_config;
+    CHECK_THROWS_WITH_AS(second.save(info, ckpt_test::make_state(40)), refusal.c_str(), reprosgd::checkpoint_error);
+    CHECK(steps_of(mgr.list()) == std::vector<std::uint64_t>{10, 20, 30});
+    for (std::size_t i = 0; i < 3; ++i) CHECK(ckpt_test::read_bytes(mgr.path_for(10 * (i + 1))) == before[i]);
+    // A file whose header does not parse is not judged: it may be this run's, damaged.
+    ckpt_test::TempDir mine;
+    reprosgd::CheckpointManager<> own(mine.path());
+    own.save(ckpt_test::test_info(5), ckpt_test::make_state(5));
+    ckpt_test::write_bytes(own.path_for(9), {'x', 'y'});
+    const auto r = own.resume_auto(ckpt_test::test_config(), staging);
+    REQUIRE(r);
+    CHECK(r.info.step == 5);
     REQUIRE(r.skipped.size() == 1);
-    CHECK(r.skipped[0].reason == "reprosgd::load_snapshot: " + mgr.path_for(5).string() +
-                                     ": configuration differs: seed is 42 in checkpoint, 43 in program");
+    CHECK(r.skipped[0].path == own.path_for(9));
+  }
+
+  TEST_CASE("one writing process per directory: another process's save is refused while it holds the lock") {
+    ckpt_test::TempDir dir;
+    int ready[2], done[2];
+    REQUIRE(::pipe(ready) == 0);
+    REQUIRE(::pipe(done) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {  // the other run's writer: takes the lock (no Kokkos after fork), waits to be told to end
+      int rc = 0;
+      reprosgd::WriterLock lock;
+      try {
+        lock.acquire(dir.path());
+      } catch (...) {
+        rc = 1;
+      }
+      char c = static_cast<char>('0' + rc);
+      (void)!::write(ready[1], &c, 1);
+      (void)!::read(done[0], &c, 1);
+      ::_exit(rc);
+    }
+    char c = 0;
+    REQUIRE(::read(ready[0], &c, 1) == 1);
+    REQUIRE(c == '0');
+    reprosgd::CheckpointManager<> mgr(dir.path());
+    const std::string busy = "reprosgd::CheckpointManager: " + dir.path().string() +
+                             " is being written by another process (pid " + std::to_string(child) +
+                             "); one writer per directory: give each run a checkpoint directory of its own";
+    CHECK_THROWS_WITH_AS(mgr.save(ckpt_test::test_info(1), ckpt_test::make_state(1)), busy.c_str(),
+                         reprosgd::checkpoint_error);
+    CHECK(mgr.list().empty());
+    REQUIRE(::write(done[1], &c, 1) == 1);
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    // The writer has ended (as a killed one would): its lock is gone, this process writes.
+    CHECK(mgr.save(ckpt_test::test_info(1), ckpt_test::make_state(1)) == mgr.path_for(1));
+    CHECK(mgr.save(ckpt_test::test_info(2), ckpt_test::make_state(2)) == mgr.path_for(2));
+    CHECK(steps_of(mgr.list()) == std::vector<std::uint64_t>{1, 2});
+    for (int fd : {ready[0], ready[1], done[0], done[1]}) ::close(fd);
   }
 
   TEST_CASE("a file whose name and header disagree on the step is skipped") {
