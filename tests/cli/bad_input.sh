@@ -51,7 +51,7 @@ expect 2 "--reduction native runs on the default backend (OpenMP), not --backend
 # Absurd sizes are refused up front, naming the limit (they used to crash in libgomp, exit 139,
 # and in a Kokkos allocation, exit 1).
 expect 2 "train_mlp: error: --threads 10000: at most " --data synthetic "${small[@]}" --threads 10000
-expect 2 "train_mlp: error: --layers 784,2000000000,10: the model's 1590000000010 parameters, their gradients and optimizer state need at least 23693.1 GiB, more than this machine's" --data synthetic --synthetic-train 64 --synthetic-test 16 --layers 784,2000000000,10 --batch 8 --micro-batch 4 --steps 2 --quiet
+expect 2 "train_mlp: error: --layers 784,2000000000,10: the model's 1590000000010 parameters, their gradients and optimizer state need at least 23692.8 GiB, more than this machine's" --data synthetic --synthetic-train 64 --synthetic-test 16 --layers 784,2000000000,10 --batch 8 --micro-batch 4 --steps 2 --quiet
 expect 2 "--optimizer" --data synthetic "${small[@]}" --optimizer rmsprop
 expect 2 "Dropout: p must be in [0, 1), got 1.5" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --dropout 1.5
 # Model and hybrid parallelism options (checked before any data is read or rank is split).

@@ -284,7 +284,7 @@ TEST_SUITE("trainer/checkpoint") {
     std::vector<std::string> names;
     for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
     std::sort(names.begin(), names.end());
-    CHECK(names == std::vector<std::string>{"ckpt-000000000010.rsgd", "ckpt-000000000012.rsgd"});
+    CHECK(names == std::vector<std::string>{".reprosgd-writer.lock", "ckpt-000000000010.rsgd", "ckpt-000000000012.rsgd"});
 
     o.stop_after = 0;
     reprosgd::Trainer<reprosgd::Serial<Space>> trainer(o);
