@@ -359,15 +359,10 @@ int main(int argc, char** argv) {
   reprosgd::detail::initialize(c.threads, world_rank() != 0);
   try {
     rc = run(c);
-  } catch (const reprosgd::restart_required& e) {
-    std::fprintf(stderr, "train_mlp: %s\n", e.what());
-    rc = e.exit_code();
-  } catch (const reprosgd::error& e) {
-    std::fprintf(stderr, "train_mlp: error: %s\n", without_prefix(e.what()));
-    rc = exit_code(e);
+  } catch (const reported_error& e) {
+    rc = e.rc;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_mlp: error: %s\n", without_prefix(e.what()));
-    rc = 1;
+    rc = report_error(e);
   }
   Kokkos::finalize();
   if (peer_died) {

@@ -155,6 +155,22 @@ inline const char* without_prefix(const char* what) {
 
 using reprosgd_apps::exit_code;  // ../exit_code.hpp, shared with predict
 
+// The line train_mlp prints for an error that ends it, and the exit code that goes with it.
+inline int report_error(const std::exception& e) {
+  if (const auto* restart = dynamic_cast<const reprosgd::restart_required*>(&e)) {
+    std::fprintf(stderr, "train_mlp: %s\n", e.what());
+    return restart->exit_code();
+  }
+  std::fprintf(stderr, "train_mlp: error: %s\n", without_prefix(e.what()));
+  if (const auto* known = dynamic_cast<const reprosgd::error*>(&e)) return exit_code(*known);
+  return 1;
+}
+
+// An error already reported by report_error on this rank: main() exits with rc and prints nothing.
+struct reported_error {
+  int rc;
+};
+
 inline std::vector<int> parse_layers(const std::string& text) {
   std::vector<int> widths;
   std::stringstream ss(text);
@@ -286,8 +302,22 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
   FitResult result;
   try {
     result = trainer.fit(model, opt, state, data.train, &data.test, progress, metrics, hook);
-  } catch (const process_failure&) {
+  } catch (const process_failure& e) {
     peer_died = true;
+    // Under ShrinkAndContinue a failure fit() cannot recover from (shards lost with every copy,
+    // fewer than --min-ranks survivors) is thrown by every survivor from the same agreement. The
+    // first of them to exit non-zero makes the launcher end the job, which could kill a slower
+    // survivor (one descheduled on a loaded machine) before it said why: each survivor prints
+    // first, then waits in one last agreement for the others, and only then exits.
+    if constexpr (std::is_same_v<Fault, ShrinkAndContinue> && requires { trainer.parallelism().agree(true); }) {
+      const int rc = report_error(e);
+      std::fflush(stderr);
+      try {
+        (void)trainer.parallelism().agree(true);
+      } catch (const process_failure&) {  // another death now changes nothing of what was said
+      }
+      throw reported_error{rc};
+    }
     throw;
   }
   peer_died = !result.failures.empty();
