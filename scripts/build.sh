@@ -93,11 +93,12 @@ if [ $variants = 1 ]; then
   done
   # Kokkos 4.6.1 with the main build's compiler, flags, backends and MPI: train_mlp (data-parallel
   # policies only: what the cross-build checks run) and the unit-test areas whose kernels run on
-  # Kokkos (rng, kernels, nn, optim, reduction, trainer). The main build's
+  # Kokkos (rng, kernels, nn, optim, reduction, trainer), compiled at -O1 like the main build's
+  # (their known answers do not depend on the optimisation level). The main build's
   # CTest runs those unit tests and compares its fingerprints with the Kokkos 3.4.1 builds'. The other
-  # areas (checkpoint, data, fault, inference, math: host code around a few Views) are compiled
-  # against Kokkos 4.6.1 by the CUDA variant below; running them twice on the host cost CI about 5
-  # minutes of its time limit.
+  # areas' tests (checkpoint, data, fault, inference, math: host code around a few Views) are not
+  # compiled against Kokkos 4.6.1 in CI (their headers are, through train_mlp; inference's tests
+  # through the CUDA variant below); running them twice on the host cost CI about 5 minutes.
   kokkos4="$CACHE/kokkos4-gcc-openmp"
   kokkos4_areas="rng kernels nn optim reduction trainer"
   if [ -f "$kokkos4/.complete" ]; then
@@ -106,7 +107,7 @@ if [ $variants = 1 ]; then
     for a in $kokkos4_areas; do kokkos4_targets+=("unit_$a"); done
     configure_and_build "$kokkos4_build" "$kokkos4" g++ "-O3 -march=native" -DKokkos_ROOT="$kokkos4" "${mpi_flags[@]}" \
       -DREPROSGD_VARIANT_BUILD=ON -DREPROSGD_VARIANT_AREAS="${kokkos4_areas// /;}" -DREPROSGD_BUILD_BENCH=OFF \
-      -DREPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY=ON \
+      -DREPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY=ON -DREPROSGD_TEST_OPT_FLAGS=-O1 \
       -- "${kokkos4_targets[@]}"
   else
     kokkos4_missing="no Kokkos 4.6.1 in $kokkos4 (scripts/setup.sh builds it from ../shared/deps/kokkos-4.6.01.tar.gz next to the repository, which it did not find)"
@@ -114,8 +115,11 @@ if [ $variants = 1 ]; then
   # CUDA: Kokkos 4.6.1 + CUDA 12.4 through nvcc_wrapper (scripts/setup_cuda.sh), compiled and linked
   # only (no GPU here): train_mlp, cuda_gemm_bench and the unit-test areas below with their kernels
   # instantiated for the device, for sm_90 (Hopper). The build is configured with every area; CI
-  # compiles the ones whose kernels carry the training step (nvcc takes minutes a file), and
-  # scripts/device_check.sh prepare builds the rest (rng, math, data) when a GPU is there to run them. Not sm_80 too: Kokkos builds for one GPU architecture
+  # compiles trainer (the whole training step on Kokkos::Cuda: Dense, the activations, dropout, the
+  # exact reduction and every optimizer's update), kernels (GEMM and elementwise kernels directly)
+  # and inference (predict's kernels, which training does not use); nvcc takes a minute a file, so
+  # scripts/device_check.sh prepare builds the rest (nn, optim, reduction, rng, math, data) when a
+  # GPU is there to run them. Not sm_80 too: Kokkos builds for one GPU architecture
   # and refuses at initialisation a device of another, so Ampere would need a second Kokkos and a
   # second variant (CI time). scripts/device_check.sh runs this build on a GPU. With MPI like the
   # main build: DataParallel on the device (the exact reduction's integers staged through host
@@ -124,7 +128,7 @@ if [ $variants = 1 ]; then
   # the host-only model and ULFM policies took nvcc 7 CPU-minutes of CI's time, and unit_trainer's
   # fiber tests still instantiate the model-parallel machinery against Kokkos 4.6.1.
   kokkos_cuda="$CACHE/kokkos4-cuda" cuda_toolkit="$CACHE/cuda-12.4"
-  cuda_areas="kernels nn optim reduction trainer inference"
+  cuda_areas="kernels trainer inference"
   if [ -f "$kokkos_cuda/.complete" ] && [ -f "$cuda_toolkit/.complete" ]; then
     cuda_build="$VARIANTS_DIR/kokkos4-cuda"
     cuda_targets=(train_mlp cuda_gemm_bench)
@@ -141,10 +145,11 @@ if [ $variants = 1 ]; then
   # only (no AMD GPU here), for gfx90a (MI200): the unit-test areas below, each backend-templated
   # test instantiated for Kokkos::HIP too. Not train_mlp: it has no --backend hip, so hipcc would
   # compile only its host backends again (4 of the 9 CPU-minutes this build took; CI's time). Not every area: each translation unit is compiled twice (host and gfx90a), and the whole
-  # set takes more than three times as long as these four (CI's time limit; and unit_checkpoint
-  # crashes clang 15: docs/portability.md, "HIP").
+  # set takes more than three times as long as these three (CI's time limit; and unit_checkpoint
+  # crashes clang 15: docs/portability.md, "HIP"): trainer (the training step), optim and kernels
+  # (whose gfx90a code hip_no_contraction reads).
   kokkos_hip="$CACHE/kokkos4-hip"
-  hip_areas="kernels optim reduction trainer"
+  hip_areas="kernels optim trainer"
   if [ -f "$kokkos_hip/.complete" ]; then
     hip_build="$VARIANTS_DIR/kokkos4-hip" hip_compiler="$kokkos_hip/bin/hipcc_pinned"
     hip_targets=()
