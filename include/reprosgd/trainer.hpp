@@ -168,6 +168,11 @@ class Trainer {
     static_assert(in_my_memory<Model>, "reprosgd::Trainer: the model's parameters must live in the memory space of "
                                        "the policy's execution space (make_sequential<memory_space>(layers...))");
     FitRun run = plan_fit(train);
+    // A trace line may be written behind the training thread: fit() returns, or throws, after it.
+    struct SettleTrace {
+      detail::Tracer<Par>& trace;
+      ~SettleTrace() { trace.settle(); }
+    } settle_trace{trace_};
     // fit() runs in stages: start (the checks every rank agrees on, the first buddy snapshot),
     // then each step's. A failure (process_failure, thrown on every survivor in the same
     // collective) leaves the stage where it was; after a shrink the survivors redo that stage.
@@ -186,6 +191,7 @@ class Trainer {
         handle_failure(run, failure, model, opt, state, train);
       }
     }
+    trace_.finish(par_);
     return run.result;
   }
   /// fit() without a test set.
@@ -359,6 +365,7 @@ class Trainer {
       run.order.emplace(options_.seed, epoch, static_cast<std::uint64_t>(train.size()));
     step_.compute(par_, rng_, options_.loss, model, train, run.order, step, static_cast<long>(step % spe), run.B, run.m,
                   &dump_);
+    trace_.settle();  // the last step's line, computed behind this step's micro-batches, read grad_sum
     const ReductionResult red = step_.reduce(par_, run.M);
     if (dump_.at(step)) {  // the step's files, before its update; a write error ends the run on every rank
       if (detail::Sharding<Par>::writes_checkpoints(par_))
@@ -485,6 +492,7 @@ class Trainer {
   template <class Model, Optimizer Opt, class Data>
   void handle_failure(FitRun& run, const process_failure& failure, Model& model, const Opt& opt,
                       TrainState<Opt, memory_space>& state, const Data& train) {
+    trace_.settle();  // recovery may restore the buffers a trace line is being computed from
     // Take part in the agreement the others reach next, so all survivors leave the same stage together.
     if constexpr (Fault::on_process_failure != FailureAction::abort && RecoverableParallelism<Par>)
       if (!failure.agreed()) par_.abandon_step();
@@ -517,6 +525,7 @@ class Trainer {
   template <class Model, Optimizer Opt, class Data>
   void save_during_fit(CheckpointManager<Ckpt>& checkpoints, const Model& model, const Opt& opt,
                        const TrainState<Opt, memory_space>& state, const Data& train) {
+    trace_.settle();  // a checkpoint of step s is written after the trace lines of the steps before s
     const std::uint64_t step = state.step;
     auto at_write = [this, step] {
       if constexpr (FailureInjecting<Par>) par_.failure_point(step, FailurePoint::checkpoint);

@@ -17,12 +17,14 @@
 #include <reprosgd/error.hpp>
 #include <reprosgd/fingerprint.hpp>
 #include <reprosgd/trainer/agreement.hpp>
+#include <reprosgd/trainer/background_writer.hpp>
 #include <reprosgd/trainer/metrics.hpp>
 #include <reprosgd/trainer/sharding.hpp>
 #include <reprosgd/trainer/state.hpp>
 
 #include <Kokkos_Core.hpp>
 
+#include <array>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -394,10 +396,8 @@ class TraceFile {
   /// Set the path a rank that takes over appends to (every rank knows it, only the writer opens it).
   void set_path(const std::string& path) { path_ = path; }
 
-  /// @throws io_error when a line could not be written (or fail() was called).
-  void check() const {
-    if (!error_.empty()) throw io_error(error_);
-  }
+  /// Why a line could not be written (or what fail() was given); "" when every line was.
+  [[nodiscard]] const std::string& error() const noexcept { return error_; }
 
  private:
   void reopen() { fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644); }
@@ -458,9 +458,12 @@ class Tracer {
   template <class Model>
   void start(Par& par, const TrainerOptions& o, const Model& model,
              const std::vector<std::pair<std::string, std::string>>& config, std::uint64_t step) {
+    writer_.settle();  // a line of an earlier fit() still being written
     path_ = o.trace;
     level_ = o.trace_level;
     if (!enabled()) return;
+    writer_.set_inline(!behind_training);
+    writer_.clear_error();
     file_.set_path(path_);
     agreed(par, "reprosgd::Trainer::fit", [&] {
       if (!writes(par, model)) return;
@@ -487,42 +490,103 @@ class Tracer {
     const bool writer = writes(par, model);
     if (level_ >= TraceLevel::layer) {
       WithGradient<Grad, State> both{gradient, optimizer_state};
-      const auto canonical = sharding.collect(par, model, both);
+      auto canonical = sharding.collect(par, model, both);
       gathered();
       if (!writer) return;
-      // The whole state's fingerprint and the layers' in one pass over memory.
-      const auto [state, layers] =
-          state_and_layer_fingerprints(model, canonical.params, canonical.state.gradient, canonical.state.optimizer);
       if (level_ >= TraceLevel::tensor && tensors.empty()) {  // check() ends the run on every rank
-        file_.fail("reprosgd::Trainer::fit: the rank that writes the trace ran none of the step's first micro-batch, "
+        post_error("reprosgd::Trainer::fit: the rank that writes the trace ran none of the step's first micro-batch, "
                    "whose activations a tensor-level trace records");
         return;
       }
-      file_.append(trace_step_line(m, M, state, &layers, level_ >= TraceLevel::tensor ? &tensors : nullptr));
+      std::optional<std::vector<TensorFingerprints>> kept;
+      if (level_ >= TraceLevel::tensor) kept = tensors;
+      post_line([offsets = LayerOffsets<Model::depth>(model), canonical = std::move(canonical), m, M,
+                 kept = std::move(kept)] {
+        // The whole state's fingerprint and the layers' in one pass over memory.
+        const auto [state, layers] =
+            state_and_layer_fingerprints(offsets, canonical.params, canonical.state.gradient, canonical.state.optimizer);
+        return trace_step_line(m, M, state, &layers, kept ? &*kept : nullptr);
+      });
     } else if (Sharding<Par>::is_shard(model)) {
-      const auto canonical = sharding.collect(par, model, optimizer_state);
+      auto canonical = sharding.collect(par, model, optimizer_state);
       gathered();
-      if (writer) file_.append(trace_step_line(m, M, whole(canonical.params, canonical.state), nullptr));
+      if (writer)
+        post_line([canonical = std::move(canonical), m, M] {
+          return trace_step_line(m, M, whole(canonical.params, canonical.state), nullptr);
+        });
     } else {
       gathered();
-      if (writer) file_.append(trace_step_line(m, M, whole(model.parameters(), optimizer_state), nullptr));
+      if (writer)
+        post_line([params = model.parameters(), state = optimizer_state, m, M] {
+          return trace_step_line(m, M, whole(params, state), nullptr);
+        });
     }
   }
 
   /// The line of an evaluation at the end of an epoch (written by the rank that wrote the last step line).
   void evaluation(Par& par, const EpochMetrics& m) {
-    if (enabled() && m.evaluated && writes_now(par)) file_.append(trace_evaluation_line(m));
+    if (enabled() && m.evaluated && writes_now(par)) post_line([m] { return trace_evaluation_line(m); });
   }
   /// The line of a failure recovered from (after the first step that followed it).
   void failure(Par& par, const FailureEvent& e) {
-    if (enabled() && writes_now(par)) file_.append(trace_failure_line(e));
+    if (enabled() && writes_now(par)) post_line([e] { return trace_failure_line(e); });
   }
-  /// A write error on the writing rank throws io_error on every rank. @collective (when tracing)
+  /// A write error on the writing rank throws io_error on every rank: the errors of the lines
+  /// written so far (a line still being written behind the training thread is checked at the next
+  /// check() or at finish()). @collective (when tracing)
   void check(Par& par) {
-    if (enabled()) agreed(par, "reprosgd::Trainer::fit", [&] { file_.check(); });
+    if (!enabled()) return;
+    const std::string why = writer_.error();
+    agreed(par, "reprosgd::Trainer::fit", [&] {
+      if (!why.empty()) throw io_error(why);
+    });
+  }
+  /// Wait for the line being written behind the training thread, if any: before anything
+  /// overwrites the buffers it reads (the next step's reduction and update, a recovery, a load),
+  /// and before fit() returns. Local.
+  void settle() { writer_.settle(); }
+  /// The end of fit(): every line written, and a write error thrown on every rank. @collective (when tracing)
+  void finish(Par& par) {
+    settle();
+    if constexpr (behind_training) check(par);  // on the training thread, stop_vote checked every line
   }
 
  private:
+  // Whether lines are computed and written behind the training thread: for host memory (the
+  // hashing reads the live buffers in place) and policies without rank failures (under ULFM a
+  // step's line is on disk before the step's closing agreement, so a survivor that takes over
+  // knows what the lost writer wrote); elsewhere on the training thread, in the same order.
+  static constexpr bool behind_training =
+      std::is_same_v<typename Par::execution_space::memory_space, Kokkos::HostSpace> &&
+      !RecoverableParallelism<Par> && !ShardedParallelism<Par>;
+
+  // A model's canonical layer offsets, copied, for a line computed behind the training thread
+  // (state_and_layer_fingerprints reads depth and canonical_parameter_offset() only).
+  template <std::size_t Depth>
+  struct LayerOffsets {
+    static constexpr std::size_t depth = Depth;
+    std::array<std::size_t, Depth + 1> at{};
+    template <class Model>
+    explicit LayerOffsets(const Model& model) {
+      for (std::size_t l = 0; l <= Depth; ++l) at[l] = model.canonical_parameter_offset(l);
+    }
+    [[nodiscard]] std::size_t canonical_parameter_offset(std::size_t l) const { return at[l]; }
+  };
+
+  // Post the job that computes a line and appends it to the file (in posting order).
+  template <class MakeLine>
+  void post_line(MakeLine make_line) {
+    writer_.post([this, make_line = std::move(make_line)]() -> std::string {
+      file_.append(make_line());
+      return file_.error();
+    });
+  }
+  void post_error(std::string why) {
+    writer_.post([this, why = std::move(why)] {
+      file_.fail(why);  // nothing more is written
+      return why;
+    });
+  }
   // The reduced gradient beside the optimizer state, so that one Sharding::collect gathers both.
   template <class Grad, class State>
   struct WithGradient {
@@ -557,7 +621,8 @@ class Tracer {
 
   std::string path_;
   TraceLevel level_ = TraceLevel::step;
-  TraceFile file_;
+  TraceFile file_;             // written only by writer_'s jobs once the trace has started
+  BackgroundWriter writer_{};  // declared last: destroyed (its last job run) before file_ closes
 };
 
 }  // namespace detail
