@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <ctime>
@@ -112,6 +113,15 @@ inline void check_one(SweepResult& res, std::uint32_t b, float y, double r) {
   }
 }
 
+// Every `stride`-th input (REPROSGD_EXHAUSTIVE_STRIDE, default 1: all of them). CTest sets 13 while
+// the header is the one whose full sweep passed (tests/unit/math/elementary_verified.sha256), 1
+// when it changed (cmake/ReproSGDTestHelpers.cmake, reprosgd_exhaustive_stride).
+std::uint64_t sweep_stride() {
+  const char* s = std::getenv("REPROSGD_EXHAUSTIVE_STRIDE");
+  const long v = s ? std::strtol(s, nullptr, 10) : 1;
+  return v >= 1 ? static_cast<std::uint64_t>(v) : 1;
+}
+
 // All 2^32 bit patterns but NaN and infinity, in blocks handed out to two threads. The per-thread
 // results are integers and maxima with ties broken by the bit pattern, so the combined result does
 // not depend on the schedule. For an odd or even function the reference is evaluated once per
@@ -121,6 +131,7 @@ SweepResult sweep(const char* name, Symmetry sym, F ours, Ref reference) {
   constexpr std::uint64_t block = std::uint64_t{1} << 22;
   const std::uint64_t end = sym == Symmetry::none ? (std::uint64_t{1} << 32) : (std::uint64_t{1} << 31);
   const std::uint64_t blocks = end / block;
+  const std::uint64_t stride = sweep_stride();
   constexpr int threads = 2;
   std::atomic<std::uint64_t> next{0};
   std::vector<SweepResult> partial(threads);
@@ -130,7 +141,7 @@ SweepResult sweep(const char* name, Symmetry sym, F ours, Ref reference) {
     SweepResult res;
     for (std::uint64_t blk = next++; blk < blocks; blk = next++) {
       const std::uint64_t begin = blk * block;
-      for (std::uint64_t i = begin; i < begin + block; ++i) {
+      for (std::uint64_t i = begin + (stride - begin % stride) % stride; i < begin + block; i += stride) {
         const auto b = static_cast<std::uint32_t>(i);
         if ((b & 0x7f800000u) == 0x7f800000u) continue;  // NaN or infinity
         const float x = from_bits(b);
@@ -152,8 +163,8 @@ SweepResult sweep(const char* name, Symmetry sym, F ours, Ref reference) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
   const float xu = from_bits(total.max_ulp_bits);
-  std::printf("%-8s %llu inputs, %.1f s wall, %.1f s cpu: ", name, static_cast<unsigned long long>(total.checked),
-              secs, cpu);
+  std::printf("%-8s %llu inputs (every %llu%s), %.1f s wall, %.1f s cpu: ", name, static_cast<unsigned long long>(total.checked),
+              static_cast<unsigned long long>(stride), stride == 1 ? "st: all" : "th", secs, cpu);
   if (total.not_nearest == 0) {
     std::printf("all correctly rounded (equal to glibc's double result rounded to float)");
   } else {
