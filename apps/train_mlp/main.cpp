@@ -57,8 +57,11 @@ reprosgd::TrainTest<Kokkos::HostSpace> load_data(const Config& c, bool say) {
   const bool csv = c.data.size() > 4 && c.data.compare(c.data.size() - 4, 4, ".csv") == 0;
   if (csv) {
     // Non-finite values are read so that validate_finite can name the sample and feature.
+    // --loss mse: the last (output width) columns are the regression targets; else the last column
+    // is the class label.
     CsvOptions o;
-    o.num_classes = parse_layers(c.layers).back();
+    if (c.loss == "mse") o.targets = parse_layers(c.layers).back();
+    else o.num_classes = parse_layers(c.layers).back();
     o.allow_non_finite = true;
     d.train = read_csv_dataset(c.data, o);
     d.test = c.test_data.empty() ? d.train : read_csv_dataset(c.test_data, o);
@@ -167,6 +170,10 @@ int run(const Config& c) {
 #endif
   if (!c.inject_failure.empty()) (void)FailureSchedule::parse(c.inject_failure);  // a typo fails before any work
   check_model_fits(c);
+  if (c.optimizer != "sgd" && c.dampening != 0.0f)
+    throw config_error("train_mlp: --dampening is SGD's (--optimizer sgd), not " + c.optimizer + "'s");
+  if (c.optimizer == "sgd" && (c.beta1 != 0.9f || c.beta2 != 0.999f || c.eps != 1e-8f))
+    throw config_error("train_mlp: --beta1, --beta2 and --eps are Adam's and AdamW's, not sgd's");
 #if REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY
   if (c.parallel != "data" || c.fault_tolerance != "abort")
     throw config_error(std::string("train_mlp: ") + (c.parallel != "data" ? "--parallel " + c.parallel : "--fault-tolerance " + c.fault_tolerance) +
@@ -248,7 +255,16 @@ int main(int argc, char** argv) {
   app.add_option("--lr", c.lr, "base learning rate");
   app.add_option("--momentum", c.momentum, "SGD momentum");
   app.add_flag("--nesterov", c.nesterov, "Nesterov momentum (SGD)");
-  app.add_option("--weight-decay", c.weight_decay);
+  app.add_option("--weight-decay", c.weight_decay, "L2 (SGD, Adam) or decoupled (AdamW) weight decay, biases included");
+  app.add_option("--dampening", c.dampening, "SGD: momentum dampening in [0, 1] (torch.optim.SGD's; not with --nesterov)");
+  app.add_option("--beta1", c.beta1, "Adam, AdamW: first-moment decay");
+  app.add_option("--beta2", c.beta2, "Adam, AdamW: second-moment decay");
+  app.add_option("--eps", c.eps, "Adam, AdamW: epsilon added to sqrt(v_hat)");
+  app.add_option("--loss", c.loss,
+                 "cross-entropy (softmax; class labels) | mse (mean squared error: regression targets, the last "
+                 "output-width columns of --data FILE.csv, RMSE and R^2 reported; or one-hot class labels)")
+      ->check(CLI::IsMember({"cross-entropy", "mse"}));
+  app.add_flag("--no-shuffle", c.no_shuffle, "train every epoch in the data set's order (default: a keyed shuffle per epoch)");
   app.add_option("--schedule", c.schedule)->check(CLI::IsMember({"constant", "step", "cosine"}));
   app.add_option("--warmup", c.warmup, "cosine: warm-up steps");
   app.add_option("--step-size", c.step_size, "step schedule: steps between decays");
@@ -289,6 +305,8 @@ int main(int argc, char** argv) {
   app.add_option("--save-model", c.save_model,
                  "at the end, write the trained model (architecture and parameters, no optimizer state) to FILE, "
                  "for predict and reprosgd::load_model");
+  app.add_option("--save-initial", c.save_initial,
+                 "before the first step, write the initial parameters (drawn from --seed) as a model file to FILE");
   app.add_option("--resume", c.resume, "auto (newest valid checkpoint in --checkpoint-dir) or a checkpoint file");
   app.add_option("--stop-after", c.stop_after, "stop cleanly after this step, as if interrupted");
   app.add_option("--reduction", c.reduction, "exact (rank-independent) | native (float MPI_Allreduce)")

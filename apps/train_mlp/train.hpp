@@ -52,6 +52,10 @@ struct Config {
   float momentum = 0.9f;
   bool nesterov = false;
   float weight_decay = 0.0f;
+  float dampening = 0.0f;            // --dampening (SGD with momentum)
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // --beta1 --beta2 --eps (Adam, AdamW)
+  std::string loss = "cross-entropy";  // --loss cross-entropy|mse
+  bool no_shuffle = false;           // --no-shuffle: every epoch in the data set's order
   std::string schedule = "constant";
   long warmup = 0;
   long step_size = 1000;
@@ -89,6 +93,7 @@ struct Config {
   int feature_chunk = reprosgd::default_feature_chunk;
   long buddy_every = 50;
   std::string save_model;  // --save-model FILE: the trained model as a model file (docs/surrogates.md)
+  std::string save_initial;  // --save-initial FILE: the initial parameters as a model file
 };
 
 // Set when a peer process died during the run: Open MPI 5.0.x's MPI_Finalize can then hang on
@@ -216,6 +221,8 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
   o.epochs = c.epochs;
   o.steps = c.steps;
   o.seed = c.seed;
+  o.shuffle = !c.no_shuffle;
+  o.loss = c.loss == "mse" ? LossKind::mse : LossKind::softmax_cross_entropy;
   if (c.schedule == "step") {
     o.schedule.kind = ScheduleKind::step;
     o.schedule.step_size = c.step_size;
@@ -243,6 +250,11 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
   Trainer<Par, PhiloxStream, PortableBinaryFormat, Fault> trainer(o, std::move(par));
   const int rank = printing_rank(trainer.parallelism());
   auto state = trainer.start(model, opt);
+  // The parameters start() drew from --seed: the same whether or not a checkpoint is loaded next.
+  if (!c.save_initial.empty()) {
+    save_model_in_format(trainer, model, state, c.save_initial, c.format);
+    if (!c.quiet && rank == 0) std::printf("initial model saved to %s\n", c.save_initial.c_str());
+  }
   if (!c.quiet && rank == 0)
     std::printf("model %zu parameters, %s x backend %s with %d threads, %s reduction, %ld steps of batch %ld "
                 "(micro-batch %ld)\n",
@@ -354,9 +366,13 @@ int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTes
 template <class Par, class Fault, class Model>
 int with_optimizer(const Config& c, Model model, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
   using namespace reprosgd;
-  if (c.optimizer == "sgd") return train<Par, Fault>(c, std::move(model), Sgd{{c.lr, c.momentum, c.nesterov, c.weight_decay}}, data);
-  if (c.optimizer == "adam") return train<Par, Fault>(c, std::move(model), Adam{{.lr = c.lr, .weight_decay = c.weight_decay}}, data);
-  return train<Par, Fault>(c, std::move(model), AdamW{{.lr = c.lr, .weight_decay = c.weight_decay}}, data);
+  if (c.optimizer == "sgd")
+    return train<Par, Fault>(c, std::move(model), Sgd{{c.lr, c.momentum, c.nesterov, c.weight_decay, c.dampening}}, data);
+  if (c.optimizer == "adam")
+    return train<Par, Fault>(
+        c, std::move(model), Adam{{.lr = c.lr, .beta1 = c.beta1, .beta2 = c.beta2, .eps = c.eps, .weight_decay = c.weight_decay}}, data);
+  return train<Par, Fault>(
+      c, std::move(model), AdamW{{.lr = c.lr, .beta1 = c.beta1, .beta2 = c.beta2, .eps = c.eps, .weight_decay = c.weight_decay}}, data);
 }
 
 template <class Par, class Fault = reprosgd::Abort>

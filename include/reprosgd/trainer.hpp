@@ -207,7 +207,7 @@ class Trainer {
    */
   template <class Model, class Data>
   EvalMetrics evaluate(Model& model, const Data& data) {
-    detail::check_data_for(model, data, "evaluation");
+    detail::check_data_for(model, data, "evaluation", options_.loss);
     return step_.evaluate(par_, rng_, options_.loss, model, data, options_.eval_micro_batch);
   }
 
@@ -300,8 +300,12 @@ class Trainer {
   void start_fit(FitRun& run, Model& model, const Opt& opt, TrainState<Opt, memory_space>& state, const Data& train,
                  const Data* test) {
     detail::agreed(par_, "reprosgd::Trainer::fit", [&] {
-      detail::check_data_for(model, train, "train");
-      if (test) detail::check_data_for(model, *test, "test");
+      detail::check_data_for(model, train, "train", options_.loss);
+      if (test) detail::check_data_for(model, *test, "test", options_.loss);
+      if (test && test->is_regression() != train.is_regression())
+        throw config_error(std::string("reprosgd::Trainer::fit: the train data has ") +
+                           (train.is_regression() ? "regression targets" : "class labels") + " but the test data " +
+                           (test->is_regression() ? "regression targets" : "class labels"));
       // On the training space when it can read the data, else on the host (host data, device space).
       if constexpr (Kokkos::SpaceAccessibility<execution_space, typename Data::memory_space>::accessible) {
         validate_finite(par_.space(), train);
@@ -333,12 +337,16 @@ class Trainer {
       if constexpr (ShardedParallelism<Par>)
         throw config_error("reprosgd::Trainer::fit: dump_step is not available under model parallelism (each rank "
                            "holds a shard; dump the same step from a data-parallel or one-process run: the bits are the same)");
+      if (train.is_regression())
+        throw config_error("reprosgd::Trainer::fit: dump_step writes class labels; a regression data set's step "
+                           "cannot be dumped (compare traces at level tensor instead)");
       if (options_.dump_step < static_cast<long>(state.step) || options_.dump_step >= run.total)
         throw config_error("reprosgd::Trainer::fit: dump_step " + std::to_string(options_.dump_step) +
                            " is not a step this fit() runs (steps " + std::to_string(state.step) + ".." +
                            std::to_string(run.total - 1) + ")");
       detail::agreed(par_, "reprosgd::Trainer::fit", [&] { dump_.prepare(); });
     }
+    run.regression = train.is_regression();
     run.result.steps = state.step;
     if constexpr (buddy_snapshots) recovery_.refresh(par_, model, state.optimizer, state.step);
     run.stage = Stage::compute;
@@ -459,6 +467,7 @@ class Trainer {
     em.epoch = run.last.epoch;
     em.step = run.last.step + 1;
     std::tie(em.train_loss, em.train_accuracy) = run.epoch_means(run.last.epoch);
+    em.regression = run.regression;
     if (test && options_.evaluate_each_epoch) {
       em.evaluated = true;
       em.test = evaluate(model, *test);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/// @file A reader for delimited text (CSV) files of numeric features and an integer label column.
+/// @file A reader for delimited text (CSV) files of numeric features and an integer label column,
+/// or (regression) numeric features followed by numeric targets.
 #pragma once
 
 #include <reprosgd/data/dataset.hpp>
@@ -42,6 +43,10 @@ struct CsvOptions {
   /// Accept "nan", "inf", "infinity" (any case, signed) as feature values. Off by default: such a
   /// field is an error naming its line and column. When on, validate_finite() finds them later.
   bool allow_non_finite = false;
+  /// Regression: the last `targets` columns of each line are float targets (parsed like the
+  /// features) and there is no label column (label_column and num_classes must keep their
+  /// defaults). 0: classification, one integer label column.
+  int targets = 0;
 };
 
 namespace detail {
@@ -131,11 +136,20 @@ inline std::string quote(std::string_view s) {
                        std::to_string(options.label_column));
   if (options.delimiter == '\n' || options.delimiter == '\r' || options.delimiter == '\0')
     throw config_error("reprosgd::read_csv_dataset: the delimiter cannot be a line break or NUL");
+  if (options.targets < 0)
+    throw config_error("reprosgd::read_csv_dataset: targets must be 0 (a label column) or positive, got " +
+                       std::to_string(options.targets));
+  if (options.targets > 0 && (options.label_column != -1 || options.num_classes != 0))
+    throw config_error("reprosgd::read_csv_dataset: targets " + std::to_string(options.targets) +
+                       " (regression) has no label column: leave label_column and num_classes at their defaults");
+  const std::size_t n_targets = static_cast<std::size_t>(options.targets);
 
   detail::CsvCursor at{source, 0};
   std::vector<std::string_view> fields;
   std::vector<float> values;
   std::vector<std::int32_t> labels;
+  std::vector<float> targets;
+  std::size_t rows = 0;
   std::size_t columns = 0;  // fields per line, fixed by the first line
   std::size_t label_col = 0;
   std::int64_t max_label = -1;
@@ -179,12 +193,16 @@ inline std::string quote(std::string_view s) {
                            " has " + std::to_string(columns) + " fields");
       label_col = options.label_column < 0 ? columns - 1 : static_cast<std::size_t>(options.label_column);
     }
+    if (n_targets > 0 && columns < n_targets + 1)
+      detail::csv_fail(at, "expected at least one feature and " + std::to_string(n_targets) + " target(s), found " +
+                               std::to_string(columns) + " field(s)");
     if (columns < 2) detail::csv_fail(at, "expected a label and at least one feature, found 1 field");
     if (fields.size() != columns)
       detail::csv_fail(at, "expected " + std::to_string(columns) + " fields, found " + std::to_string(fields.size()));
+    ++rows;
     for (std::size_t c = 0; c < columns; ++c) {
       const std::string_view f = fields[c];
-      if (c == label_col) {
+      if (n_targets == 0 && c == label_col) {
         std::int64_t y = 0;
         if (!detail::parse_label(f, y)) detail::csv_fail(at, c + 1, "label " + detail::quote(f) + " is not an integer");
         if (y < 0 || (options.num_classes > 0 && y >= options.num_classes) ||
@@ -207,17 +225,26 @@ inline std::string quote(std::string_view s) {
       }
       if (!options.allow_non_finite && detail::is_non_finite(v))
         detail::csv_fail(at, c + 1, "non-finite value " + detail::quote(f) + " (set allow_non_finite to accept it)");
-      values.push_back(v);
+      (c + n_targets >= columns && n_targets > 0 ? targets : values).push_back(v);
     }
   }
-  if (labels.empty()) {
+  if (rows == 0) {
     if (at.line == 0 || first) throw data_error("reprosgd::read_csv_dataset: " + std::string(source) + ": empty file");
     throw data_error("reprosgd::read_csv_dataset: " + std::string(source) + ": no data rows");
   }
 
-  const std::size_t n = labels.size();
-  const std::size_t f = columns - 1;
+  const std::size_t n = rows;
+  const std::size_t f = columns - (n_targets > 0 ? n_targets : 1);
   Dataset<Kokkos::HostSpace> out;
+  if (n_targets > 0) {
+    out.features = Dataset<Kokkos::HostSpace>::features_type(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("reprosgd::csv_features")), n, f);
+    out.targets = Dataset<Kokkos::HostSpace>::targets_type(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("reprosgd::csv_targets")), n, n_targets);
+    std::memcpy(out.features.data(), values.data(), values.size() * sizeof(float));
+    std::memcpy(out.targets.data(), targets.data(), targets.size() * sizeof(float));
+    return out;
+  }
   out.num_classes = options.num_classes > 0 ? options.num_classes : static_cast<int>(max_label + 1);
   out.features = Dataset<Kokkos::HostSpace>::features_type(
       Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("reprosgd::csv_features")), n, f);
@@ -229,7 +256,8 @@ inline std::string quote(std::string_view s) {
 }
 
 /**
- * Reads a CSV file of numeric features and one integer label column into a host Dataset.
+ * Reads a CSV file of numeric features and one integer label column (or, with options.targets =
+ * T, features followed by T numeric regression targets) into a host Dataset.
  *
  * Format: one sample per line ('\n' or "\r\n"); fields separated by `options.delimiter`, with
  * spaces and tabs around a field ignored; no quoting. Blank lines are skipped. Every line has the

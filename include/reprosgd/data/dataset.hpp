@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/// @file Dataset: an in-memory classification data set over Kokkos Views, and its checks.
+/// @file Dataset: an in-memory classification or regression data set over Kokkos Views, and its checks.
 #pragma once
 
 #include <reprosgd/error.hpp>
@@ -16,9 +16,10 @@
 REPROSGD_BEGIN_NAMESPACE
 
 /**
- * An in-memory classification data set: N samples of F float features and one class label each.
+ * An in-memory data set: N samples of F float features and, for classification, one class label
+ * each, or, for regression, T float targets each (then `labels` is empty and `num_classes` 0).
  *
- * A plain aggregate of two Views. Copying a Dataset copies the View handles, not the data (Kokkos
+ * A plain aggregate of Views. Copying a Dataset copies the View handles, not the data (Kokkos
  * reference semantics), so a Dataset built by make_dataset() from a user's Views shares their memory.
  *
  * @tparam MemorySpace the Kokkos memory space the Views live in.
@@ -35,15 +36,21 @@ struct Dataset {
   using memory_space = MemorySpace;
   using features_type = Kokkos::View<float**, Kokkos::LayoutRight, MemorySpace>;
   using labels_type = Kokkos::View<std::int32_t*, MemorySpace>;
+  using targets_type = Kokkos::View<float**, Kokkos::LayoutRight, MemorySpace>;
 
   features_type features;  ///< N x F, row-major: sample i is the contiguous row features(i, :)
-  labels_type labels;      ///< N class labels in [0, num_classes)
+  labels_type labels;      ///< N class labels in [0, num_classes); empty for a regression data set
   int num_classes = 0;
+  targets_type targets;    ///< regression: N x T targets, row-major; empty (N x 0) for classification
 
   /// The number of samples N.
-  [[nodiscard]] std::size_t size() const noexcept { return labels.extent(0); }
+  [[nodiscard]] std::size_t size() const noexcept { return features.extent(0); }
   /// The number of features F per sample.
   [[nodiscard]] int feature_count() const noexcept { return static_cast<int>(features.extent(1)); }
+  /// The number of regression targets T per sample; 0 for a classification data set.
+  [[nodiscard]] int target_count() const noexcept { return static_cast<int>(targets.extent(1)); }
+  /// Whether the samples carry regression targets instead of class labels.
+  [[nodiscard]] bool is_regression() const noexcept { return targets.extent(1) > 0; }
 };
 
 /// A training set and a test set, as returned by the loaders and the synthetic generator.
@@ -59,14 +66,25 @@ namespace detail {
 // entry point reports the same problem with the same words; `who` is the public function name.
 template <class MemorySpace>
 void check_dataset(const Dataset<MemorySpace>& data, const char* who) {
+  if (data.features.extent(1) == 0 && data.features.extent(0) != 0)
+    throw data_error(std::string(who) + ": features have 0 columns");
+  if (data.is_regression()) {
+    if (data.targets.extent(0) != data.features.extent(0))
+      throw data_error(std::string(who) + ": features have " + std::to_string(data.features.extent(0)) +
+                       " samples but targets have " + std::to_string(data.targets.extent(0)));
+    if (data.labels.extent(0) != 0 || data.num_classes != 0)
+      throw config_error(std::string(who) + ": a regression data set (targets) has no labels and num_classes 0");
+    return;
+  }
+  if (data.targets.extent(0) != 0)
+    throw data_error(std::string(who) + ": targets have " + std::to_string(data.targets.extent(0)) +
+                     " rows but 0 columns");
   if (data.num_classes < 1)
     throw config_error(std::string(who) + ": num_classes must be at least 1, got " +
                        std::to_string(data.num_classes));
   if (data.features.extent(0) != data.labels.extent(0))
     throw data_error(std::string(who) + ": features have " + std::to_string(data.features.extent(0)) +
                      " samples but labels have " + std::to_string(data.labels.extent(0)));
-  if (data.features.extent(1) == 0 && data.features.extent(0) != 0)
-    throw data_error(std::string(who) + ": features have 0 columns");
   if (data.features.extent(1) > static_cast<std::size_t>(std::numeric_limits<int>::max()))
     throw data_error(std::string(who) + ": " + std::to_string(data.features.extent(1)) +
                      " features per sample, more than the supported " +
@@ -140,8 +158,46 @@ template <class FeaturesView, class LabelsView>
   static_assert(std::is_constructible_v<typename result::labels_type, LabelsView>,
                 "reprosgd::make_dataset: the labels View cannot be assigned to "
                 "Kokkos::View<std::int32_t*, MemorySpace> without a copy (strided layout?)");
-  result data{typename result::features_type(features), typename result::labels_type(labels), num_classes};
+  result data{typename result::features_type(features), typename result::labels_type(labels), num_classes,
+              typename result::targets_type()};
   detail::check_dataset(data, "reprosgd::make_dataset");
+  return data;
+}
+
+/**
+ * Wraps a user's feature and target Views in a regression Dataset **without copying** them, after
+ * checking their shapes: `make_regression_dataset(x, t).targets.data() == t.data()`.
+ *
+ * @param features N x F Kokkos View of float, LayoutRight (row-major).
+ * @param targets  N x T Kokkos View of float, LayoutRight, in the same memory space (T >= 1).
+ * @throws data_error when the row counts differ, F == 0 or T == 0 ("reprosgd::make_regression_dataset:
+ *         features have 10 samples but targets have 9").
+ *
+ * Not collective. Non-finite values are validate_finite()'s to find.
+ */
+template <class FeaturesView, class TargetsView>
+  requires(Kokkos::is_view<FeaturesView>::value && Kokkos::is_view<TargetsView>::value)
+[[nodiscard]] Dataset<typename FeaturesView::memory_space> make_regression_dataset(const FeaturesView& features,
+                                                                                   const TargetsView& targets) {
+  using space = typename FeaturesView::memory_space;
+  using result = Dataset<space>;
+  static_assert(FeaturesView::rank == 2 && TargetsView::rank == 2,
+                "reprosgd::make_regression_dataset: features (N x F) and targets (N x T) must be rank-2 Views");
+  static_assert(std::is_same_v<typename FeaturesView::non_const_value_type, float> &&
+                    !std::is_const_v<typename FeaturesView::value_type> &&
+                    std::is_same_v<typename TargetsView::non_const_value_type, float> &&
+                    !std::is_const_v<typename TargetsView::value_type>,
+                "reprosgd::make_regression_dataset: features and targets must be Views of non-const float");
+  static_assert(std::is_same_v<typename TargetsView::memory_space, space>,
+                "reprosgd::make_regression_dataset: features and targets must live in the same memory space");
+  static_assert(std::is_same_v<typename FeaturesView::array_layout, Kokkos::LayoutRight> &&
+                    std::is_same_v<typename TargetsView::array_layout, Kokkos::LayoutRight>,
+                "reprosgd::make_regression_dataset: features and targets must be LayoutRight (row-major)");
+  if (targets.extent(1) == 0)
+    throw data_error("reprosgd::make_regression_dataset: targets have 0 columns (a regression needs at least one)");
+  result data{typename result::features_type(features), typename result::labels_type(), 0,
+              typename result::targets_type(targets)};
+  detail::check_dataset(data, "reprosgd::make_regression_dataset");
   return data;
 }
 
@@ -156,27 +212,16 @@ void validate(const Dataset<MemorySpace>& data) {
   detail::check_dataset(data, "reprosgd::validate");
 }
 
-/**
- * Throws if any feature is NaN or infinite, naming the first one in row-major order.
- *
- * The search is a parallel_reduce of an *integer* minimum (the flat index), so the reported
- * element is the same for every thread count and backend.
- *
- * @param space the execution space instance that runs the search; it must be able to access
- *              MemorySpace.
- * @throws data_error "reprosgd::validate_finite: NaN in sample 17, feature 3" (or "+Inf", "-Inf").
- */
-template <class ExecSpace, class MemorySpace>
-  requires Kokkos::is_execution_space<ExecSpace>::value
-void validate_finite(const ExecSpace& space, const Dataset<MemorySpace>& data) {
-  static_assert(Kokkos::SpaceAccessibility<ExecSpace, MemorySpace>::accessible,
-                "reprosgd::validate_finite: the execution space cannot access the data set's memory space");
-  const auto features = data.features;
+namespace detail {
+
+// The first non-finite element of a rank-2 View in row-major order, reported as `what` (feature
+// or target). One row per iteration: the first bad column of a row, then the integer minimum.
+template <class ExecSpace, class Matrix>
+void find_non_finite(const ExecSpace& space, const Matrix& features, const char* what) {
   const std::int64_t cols = static_cast<std::int64_t>(features.extent(1));
   const std::int64_t total = static_cast<std::int64_t>(features.extent(0)) * cols;
   if (total == 0) return;
   std::int64_t first = total;
-  // One row per iteration: the first bad column of a row, then the integer minimum over rows.
   Kokkos::parallel_reduce(
       "reprosgd::validate_finite",
       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(space, 0, static_cast<std::int64_t>(features.extent(0))),
@@ -195,7 +240,30 @@ void validate_finite(const ExecSpace& space, const Dataset<MemorySpace>& data) {
   Kokkos::View<float, Kokkos::HostSpace> value("reprosgd::validate_finite::value");
   Kokkos::deep_copy(value, Kokkos::subview(features, i, j));
   throw data_error("reprosgd::validate_finite: " + detail::describe_non_finite(value()) + " in sample " +
-                   std::to_string(i) + ", feature " + std::to_string(j));
+                   std::to_string(i) + ", " + what + " " + std::to_string(j));
+}
+
+}  // namespace detail
+
+/**
+ * Throws if any feature (or regression target) is NaN or infinite, naming the first one in
+ * row-major order, features first.
+ *
+ * The search is a parallel_reduce of an *integer* minimum (the flat index), so the reported
+ * element is the same for every thread count and backend.
+ *
+ * @param space the execution space instance that runs the search; it must be able to access
+ *              MemorySpace.
+ * @throws data_error "reprosgd::validate_finite: NaN in sample 17, feature 3" (or "+Inf", "-Inf";
+ *         "..., target 0" for a target).
+ */
+template <class ExecSpace, class MemorySpace>
+  requires Kokkos::is_execution_space<ExecSpace>::value
+void validate_finite(const ExecSpace& space, const Dataset<MemorySpace>& data) {
+  static_assert(Kokkos::SpaceAccessibility<ExecSpace, MemorySpace>::accessible,
+                "reprosgd::validate_finite: the execution space cannot access the data set's memory space");
+  detail::find_non_finite(space, data.features, "feature");
+  if (data.is_regression()) detail::find_non_finite(space, data.targets, "target");
 }
 
 /// validate_finite() on a default instance of the memory space's execution space.
@@ -217,6 +285,7 @@ template <class Space, class MemorySpace>
   out.features = Kokkos::create_mirror_view_and_copy(target(), data.features);
   out.labels = Kokkos::create_mirror_view_and_copy(target(), data.labels);
   out.num_classes = data.num_classes;
+  out.targets = Kokkos::create_mirror_view_and_copy(target(), data.targets);
   return out;
 }
 
@@ -229,8 +298,12 @@ template <class MemorySpace>
       data.features.extent(0), data.features.extent(1));
   out.labels = typename Dataset<MemorySpace>::labels_type(
       Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("reprosgd::clone::labels")), data.labels.extent(0));
+  out.targets = typename Dataset<MemorySpace>::targets_type(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("reprosgd::clone::targets")),
+      data.targets.extent(0), data.targets.extent(1));
   Kokkos::deep_copy(out.features, data.features);
   Kokkos::deep_copy(out.labels, data.labels);
+  Kokkos::deep_copy(out.targets, data.targets);
   out.num_classes = data.num_classes;
   return out;
 }

@@ -78,4 +78,30 @@ void mse_one_hot(const ExecSpace& space, const Out& out, const Labels& labels, l
       });
 }
 
+/**
+ * Per-row mean squared error against float `targets` (regression, T = out.extent(1) targets per
+ * row): loss_i = (1/T) sum_j (x_ij - t_ij)^2, grad_ij = (2/T)(x_ij - t_ij) * scale — with scale =
+ * 1/B the gradient of PyTorch's `MSELoss()` (mean over the B x T elements). The sum runs over j in
+ * order, one rounded operation at a time, as mse_one_hot's. row_correct is 0 (no classes).
+ * @deterministic @device
+ */
+template <class ExecSpace, class Out, class Targets, class Grad, class RowLoss, class RowCorrect>
+void mse(const ExecSpace& space, const Out& out, const Targets& targets, long rows, float scale, const Grad& grad,
+         const RowLoss& row_loss, const RowCorrect& row_correct) {
+  const int width = static_cast<int>(out.extent(1));
+  const bool want_grad = grad.extent(0) > 0;
+  const float inv_t = 1.0f / static_cast<float>(width);
+  Kokkos::parallel_for(
+      "reprosgd::mse", Kokkos::RangePolicy<ExecSpace>(space, 0, rows), KOKKOS_LAMBDA(const long i) {
+        float acc = 0.0f;
+        for (int j = 0; j < width; ++j) {
+          const float d = out(i, j) - targets(i, j);
+          acc = acc + d * d;
+          if (want_grad) grad(i, j) = (2.0f * inv_t) * d * scale;
+        }
+        row_loss(i) = acc * inv_t;
+        row_correct(i) = 0;
+      });
+}
+
 REPROSGD_END_NAMESPACE

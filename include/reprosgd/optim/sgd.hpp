@@ -14,10 +14,12 @@
 REPROSGD_BEGIN_NAMESPACE
 
 /**
- * SGD as in PyTorch's torch.optim.SGD (dampening 0):
- *   g = grad + weight_decay * p;  v = momentum * v + g;  g = nesterov ? g + momentum * v : v;
- *   p = p - lr * g.
- * With momentum 0 the velocity is not used. Each line is one rounded IEEE operation per element.
+ * SGD as in PyTorch's torch.optim.SGD:
+ *   g = grad + weight_decay * p;  v = momentum * v + (1 - dampening) * g;
+ *   g = nesterov ? g + momentum * v : v;  p = p - lr * g.
+ * With momentum 0 the velocity is not used. As in PyTorch the first step sets v = g (undamped), and
+ * Nesterov needs dampening 0. Each line is one rounded IEEE operation per element (1 - dampening is
+ * rounded once, and not multiplied in at all when dampening is 0: those bits are unchanged).
  *
  * **Example**: `reprosgd::Sgd{{.lr = 0.05f, .momentum = 0.9f, .nesterov = true}}`
  */
@@ -27,6 +29,7 @@ struct Sgd {
     float momentum = 0.0f;
     bool nesterov = false;
     float weight_decay = 0.0f;
+    float dampening = 0.0f;  ///< in [0, 1]; PyTorch's `dampening`
   };
   Options options;
 
@@ -49,7 +52,13 @@ struct Sgd {
 
   static constexpr const char* name() noexcept { return "sgd"; }
   [[nodiscard]] float base_lr() const noexcept { return options.lr; }
+  // Dampening is described only when set, so that the description (which checkpoints store and
+  // compare) of every run without it is the one it was before dampening existed.
   [[nodiscard]] std::string describe() const {
+    if (options.dampening != 0.0f)
+      return detail::describe_fields("sgd", {{"lr", options.lr}, {"momentum", options.momentum},
+                                             {"nesterov", options.nesterov ? 1.0f : 0.0f},
+                                             {"weight_decay", options.weight_decay}, {"dampening", options.dampening}});
     return detail::describe_fields("sgd", {{"lr", options.lr}, {"momentum", options.momentum},
                                            {"nesterov", options.nesterov ? 1.0f : 0.0f},
                                            {"weight_decay", options.weight_decay}});
@@ -60,6 +69,9 @@ struct Sgd {
     detail::check_non_negative("reprosgd::Sgd", "weight_decay", options.weight_decay);
     if (options.nesterov && options.momentum == 0.0f)
       throw config_error("reprosgd::Sgd: nesterov needs momentum > 0");
+    detail::check_in_range("reprosgd::Sgd", "dampening", options.dampening, 0.0f, 1.0f, true);
+    if (options.nesterov && options.dampening != 0.0f)
+      throw config_error("reprosgd::Sgd: nesterov needs dampening 0 (as torch.optim.SGD)");
   }
 
   template <class MemSpace>
@@ -69,8 +81,10 @@ struct Sgd {
 
   template <class ExecSpace, class MemSpace, class P, class G>
   void step(const ExecSpace& space, state_type<MemSpace>& state, const P& params, const G& grads, float lr) const {
-    const float mu = options.momentum, wd = options.weight_decay;
+    const float mu = options.momentum, wd = options.weight_decay, keep = 1.0f - options.dampening;
     const bool nesterov = options.nesterov, use_v = mu != 0.0f;
+    // Dampened momentum: the first step's velocity is the gradient itself (PyTorch's buffer clone).
+    const int damp = !use_v || options.dampening == 0.0f ? none : state.steps == 0 ? first : damped;
     float* p = params.data();
     const float* g = grads.data();
     float* v = state.velocity.data();
@@ -80,23 +94,31 @@ struct Sgd {
     if (wd != 0.0f) {
       if (!use_v) update<true, false, false>(space, n, p, g, v, mu, wd, lr);
       else if (nesterov) update<true, true, true>(space, n, p, g, v, mu, wd, lr);
+      else if (damp == first) update<true, true, false, first>(space, n, p, g, v, mu, wd, lr);
+      else if (damp == damped) update<true, true, false, damped>(space, n, p, g, v, mu, wd, lr, keep);
       else update<true, true, false>(space, n, p, g, v, mu, wd, lr);
     } else {
       if (!use_v) update<false, false, false>(space, n, p, g, v, mu, wd, lr);
       else if (nesterov) update<false, true, true>(space, n, p, g, v, mu, wd, lr);
+      else if (damp == first) update<false, true, false, first>(space, n, p, g, v, mu, wd, lr);
+      else if (damp == damped) update<false, true, false, damped>(space, n, p, g, v, mu, wd, lr, keep);
       else update<false, true, false>(space, n, p, g, v, mu, wd, lr);
     }
     ++state.steps;
   }
 
-  /// g' = g + wd p (WD); v = mu v + g', g' = V ? (NESTEROV ? g' + mu v : v) : g'; p = p - lr g'.
+  /// The dampening cases of update(): none, v = g' (the first step), v = mu v + keep g'.
+  static constexpr int none = 0, first = 1, damped = 2;
+
+  /// g' = g + wd p (WD); v = mu v + g' (DAMP none; first: v = g', damped: v = mu v + keep g'),
+  /// g' = V ? (NESTEROV ? g' + mu v : v) : g'; p = p - lr g'.
   /// Chunks of 2048 elements per work item, a plain loop inside (vectorised on the host).
   /// Public only because nvcc cannot compile a device lambda in a private member function; the
   /// options are tested with plain `if`s on template constants (nvcc also refuses a device lambda
   /// whose first use of a captured variable is inside `if constexpr`): the branches fold away all the same.
-  template <bool WD, bool V, bool NESTEROV, class ExecSpace>
+  template <bool WD, bool V, bool NESTEROV, int DAMP = none, class ExecSpace>
   static void update(const ExecSpace& space, long n, float* p_, const float* g_, float* v_, float mu, float wd,
-                     float lr) {
+                     float lr, float keep = 1.0f) {
     constexpr long chunk = 2048;
     Kokkos::parallel_for(
         "reprosgd::Sgd::step", Kokkos::RangePolicy<ExecSpace>(space, 0, (n + chunk - 1) / chunk),
@@ -109,7 +131,7 @@ struct Sgd {
             float gi = g[i];
             if (WD) gi = gi + wd * p[i];
             if (V) {
-              const float vi = mu * v[i] + gi;
+              const float vi = DAMP == first ? gi : DAMP == damped ? mu * v[i] + keep * gi : mu * v[i] + gi;
               v[i] = vi;
               gi = NESTEROV ? gi + mu * vi : vi;
             }

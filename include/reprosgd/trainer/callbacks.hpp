@@ -109,9 +109,13 @@ class ProgressReporter {
   bool on_epoch_end(const EpochMetrics& m) {
     if (!enabled_) return false;
     finish();
-    std::fprintf(out_, "epoch %llu  step %llu  train_loss %.6f  train_acc %.4f", static_cast<unsigned long long>(m.epoch + 1),
-                 static_cast<unsigned long long>(m.step), m.train_loss, m.train_accuracy);
-    if (m.evaluated) std::fprintf(out_, "  test_loss %.6f  test_acc %.4f", m.test.loss, m.test.accuracy);
+    std::fprintf(out_, "epoch %llu  step %llu  train_loss %.6f", static_cast<unsigned long long>(m.epoch + 1),
+                 static_cast<unsigned long long>(m.step), m.train_loss);
+    if (!m.regression) std::fprintf(out_, "  train_acc %.4f", m.train_accuracy);
+    if (m.evaluated && m.test.regression)
+      std::fprintf(out_, "  test_loss %.6f  test_rmse %.6f  test_r2 %.4f", m.test.loss, m.test.rmse, m.test.r2);
+    else if (m.evaluated)
+      std::fprintf(out_, "  test_loss %.6f  test_acc %.4f", m.test.loss, m.test.accuracy);
     std::fprintf(out_, "  (%.2f s)\n", m.seconds);
     std::fflush(out_);
     return false;
@@ -185,6 +189,9 @@ class JsonLinesWriter {
     if (m.evaluated)
       std::fprintf(f_, ",\"test_loss\":%s,\"test_accuracy\":%s", detail::json_number(m.test.loss).c_str(),
                    detail::json_number(m.test.accuracy).c_str());
+    if (m.evaluated && m.test.regression)
+      std::fprintf(f_, ",\"test_rmse\":%s,\"test_r2\":%s", detail::json_number(m.test.rmse).c_str(),
+                   detail::json_number(m.test.r2).c_str());
     std::fprintf(f_, ",\"seconds\":%s}\n", detail::json_number(m.seconds).c_str());
     std::fflush(f_);
     return false;

@@ -40,6 +40,7 @@ struct FitRun {
   std::chrono::steady_clock::time_point epoch_start = std::chrono::steady_clock::now();
   FitStage stage = FitStage::start;
   bool stop = false;
+  bool regression = false;  // the training set has regression targets (EpochMetrics::regression)
   StepMetrics last{};  // the step completed last
   FitResult result;
 

@@ -25,10 +25,13 @@ struct StepMetrics {
 
 /// Result of evaluating a model on a data set.
 struct EvalMetrics {
-  double loss = 0.0;
-  double accuracy = 0.0;
+  double loss = 0.0;            ///< mean loss per sample (regression: the MSE over all n x T values)
+  double accuracy = 0.0;        ///< classification: fraction classified correctly (0 for regression)
   std::uint64_t correct = 0;
   std::uint64_t count = 0;
+  bool regression = false;      ///< the data set had regression targets: rmse and r2 are set
+  double rmse = 0.0;            ///< regression: sqrt(loss)
+  double r2 = 0.0;              ///< regression: 1 - SSE / SST, the T targets pooled (variance-weighted)
 };
 
 /// Metrics at the end of an epoch.
@@ -37,6 +40,7 @@ struct EpochMetrics {
   std::uint64_t step = 0;       ///< steps completed so far
   double train_loss = 0.0;      ///< mean of the epoch's step losses (summed in step order)
   double train_accuracy = 0.0;
+  bool regression = false;      ///< trained on regression targets (train_accuracy is then 0)
   bool evaluated = false;
   EvalMetrics test{};
   double seconds = 0.0;         ///< wall time of the epoch (informational, never feeds numerics)

@@ -114,13 +114,22 @@ inline long total_steps(const TrainerOptions& o, std::size_t train_size) noexcep
   return o.steps > 0 ? o.steps : o.epochs * steps_per_epoch(o, train_size);
 }
 
-/// Throws config_error unless `data` fits `model` (features, classes, not empty). Local.
+/// Throws config_error unless `data` fits `model` (features, classes or targets, not empty) and
+/// the loss (regression targets need LossKind::mse). Local.
 template <class Model, class Data>
-void check_data_for(const Model& model, const Data& data, const char* what) {
+void check_data_for(const Model& model, const Data& data, const char* what, LossKind loss) {
   if (data.feature_count() != model.input_width())
     throw config_error(std::string("reprosgd::Trainer: the ") + what + " data has " +
                        std::to_string(data.feature_count()) + " features but the model's first layer expects " +
                        std::to_string(model.input_width()));
+  if (data.is_regression() && loss != LossKind::mse)
+    throw config_error(std::string("reprosgd::Trainer: the ") + what + " data has " +
+                       std::to_string(data.target_count()) +
+                       " regression target(s) per sample: train with LossKind::mse (softmax cross-entropy needs class labels)");
+  if (data.is_regression() && data.target_count() != model.output_width())
+    throw config_error(std::string("reprosgd::Trainer: the ") + what + " data has " +
+                       std::to_string(data.target_count()) + " target(s) per sample but the model has " +
+                       std::to_string(model.output_width()) + " outputs");
   if (data.num_classes > model.output_width())
     throw config_error(std::string("reprosgd::Trainer: the ") + what + " data has " +
                        std::to_string(data.num_classes) + " classes but the model has " +
@@ -148,6 +157,9 @@ std::vector<std::pair<std::string, std::string>> describe_run(const TrainerOptio
   d.emplace_back("reduction", reduction);
   d.emplace_back("train_samples", std::to_string(train.size()));
   d.emplace_back("features", std::to_string(train.feature_count()));
+  // Only for regression data, so that the descriptions (and checkpoints) of classification runs
+  // are the ones they were before regression data existed.
+  if (train.is_regression()) d.emplace_back("targets", std::to_string(train.target_count()));
   return d;
 }
 

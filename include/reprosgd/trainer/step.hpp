@@ -26,6 +26,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -41,18 +42,24 @@ struct BatchTotals {
   double correct = 0.0;
 };
 
-/// The gather of load_micro_batch on `space`, which can read `x`/`y` and write `to`/`to_labels`.
-template <class ExecSpace, class X, class Y, class To, class ToLabels>
-void gather_rows(const ExecSpace& space, const To& to, const ToLabels& to_labels, const X& x, const Y& y,
-                 const std::optional<KeyedPermutation>& order, long first, long rows) {
+/// The gather of load_micro_batch on `space`, which can read `x`/`y`/`t` and write
+/// `to`/`to_labels`/`to_targets`: a sample's features, and its label (classification, y not empty)
+/// or its targets (regression, t not empty).
+template <class ExecSpace, class X, class Y, class T, class To, class ToLabels, class ToTargets>
+void gather_rows(const ExecSpace& space, const To& to, const ToLabels& to_labels, const ToTargets& to_targets,
+                 const X& x, const Y& y, const T& t, const std::optional<KeyedPermutation>& order, long first,
+                 long rows) {
   const long f = static_cast<long>(x.extent(1));
+  const long tw = static_cast<long>(t.extent(1));
+  const bool labelled = y.extent(0) > 0;
   const bool shuffled = order.has_value();
   const KeyedPermutation perm = shuffled ? *order : KeyedPermutation(0, 0, 1);
   Kokkos::parallel_for(
       "reprosgd::Trainer::load_micro_batch", Kokkos::RangePolicy<ExecSpace>(space, 0, rows), KOKKOS_LAMBDA(const long r) {
         const long idx = shuffled ? static_cast<long>(perm(static_cast<std::uint64_t>(first + r))) : first + r;
         for (long j = 0; j < f; ++j) to(r, j) = x(idx, j);
-        to_labels(r) = y(idx);
+        if (labelled) to_labels(r) = y(idx);
+        for (long j = 0; j < tw; ++j) to_targets(r, j) = t(idx, j);
       });
 }
 
@@ -63,22 +70,23 @@ void gather_rows(const ExecSpace& space, const To& to, const ToLabels& to_labels
 /// on the host into `in_host`/`lab_host` (host mirrors of `in`/`labels`) and copied over: the
 /// data set is staged to the device micro-batch by micro-batch. A copy either way, so the bits
 /// are the same.
-template <class ExecSpace, class Data, class In, class Labels, class InHost, class LabelsHost>
-void load_micro_batch(const ExecSpace& space, const In& in, const Labels& lab, const InHost& in_host,
-                      const LabelsHost& lab_host, const Data& data, const std::optional<KeyedPermutation>& order,
+template <class ExecSpace, class Data, class Ws>
+void load_micro_batch(const ExecSpace& space, Ws& w, const Data& data, const std::optional<KeyedPermutation>& order,
                       long first, long rows) {
   using data_memory = typename decltype(data.features)::memory_space;
   if constexpr (Kokkos::SpaceAccessibility<ExecSpace, data_memory>::accessible) {
-    gather_rows(space, in, lab, data.features, data.labels, order, first, rows);
+    gather_rows(space, w.input, w.labels, w.targets, data.features, data.labels, data.targets, order, first, rows);
   } else {
     static_assert(Kokkos::SpaceAccessibility<Kokkos::DefaultHostExecutionSpace, data_memory>::accessible,
                   "reprosgd::Trainer: the data set must be in host memory or in the training space's memory");
     space.fence();  // the previous micro-batch's copy out of the staging buffers has finished
     const Kokkos::DefaultHostExecutionSpace host;
-    gather_rows(host, in_host, lab_host, data.features, data.labels, order, first, rows);
+    gather_rows(host, w.input_host, w.labels_host, w.targets_host, data.features, data.labels, data.targets, order,
+                first, rows);
     host.fence();
-    Kokkos::deep_copy(space, in, in_host);
-    Kokkos::deep_copy(space, lab, lab_host);
+    Kokkos::deep_copy(space, w.input, w.input_host);
+    Kokkos::deep_copy(space, w.labels, w.labels_host);
+    Kokkos::deep_copy(space, w.targets, w.targets_host);
   }
 }
 
@@ -124,11 +132,10 @@ class StepPipeline {
     const long n_params = static_cast<long>(grads_.extent(1));
     for (long u = mine_.begin; u < mine_.end; ++u) {
       const long first = position * B + u * m;  // the micro-batch's row 0 in the epoch order
-      load_micro_batch(space, train_->input, train_->labels, train_->input_host, train_->labels_host, train, order,
-                       first, m);
+      load_micro_batch(space, size_targets(*train_, train), train, order, first, m);
       LayerContext<execution_space, Rng> ctx{space, rng, 0, step, static_cast<std::uint64_t>(u * m), true};
       forward(par, model, ctx, ws, m);
-      compute_loss(space, *train_, loss, m, 1.0f / static_cast<float>(B), true);
+      compute_loss(space, *train_, loss, train.is_regression(), m, 1.0f / static_cast<float>(B), true);
       BufferRef<memory_space> row(grads_.data() + (u - mine_.begin) * n_params, n_params);
       // The step's first micro-batch at trace level tensor, and every micro-batch of a dumped
       // step: backward keeps every layer's input gradient (buffers swapped in for those
@@ -187,8 +194,9 @@ class StepPipeline {
   [[nodiscard]] const Buffer<memory_space>& grad_sum() const noexcept { return grad_sum_; }
 
   /**
-   * Mean loss and accuracy of `model` on `data` in evaluation micro-batches of m rows spread over
-   * the ranks and combined in micro-batch order, so they do not depend on the rank count. @collective
+   * Mean loss and accuracy (regression: RMSE and R^2) of `model` on `data` in evaluation
+   * micro-batches of m rows spread over the ranks and combined in micro-batch order, so they do not
+   * depend on the rank count. @collective
    */
   template <class Model, class Data>
   EvalMetrics evaluate(Par& par, const Rng& rng, LossKind loss, const Model& model, const Data& data, long m) {
@@ -202,11 +210,10 @@ class StepPipeline {
     auto& ws = model_workspace<Model>(*eval_);
     for (long u = mine.begin; u < mine.end; ++u) {
       const long rows = (u + 1) * m <= n ? m : n - u * m;
-      load_micro_batch(space, eval_->input, eval_->labels, eval_->input_host, eval_->labels_host, data, std::nullopt,
-                       u * m, rows);
+      load_micro_batch(space, size_targets(*eval_, data), data, std::nullopt, u * m, rows);
       LayerContext<execution_space, Rng> ctx{space, rng, 0, 0, static_cast<std::uint64_t>(u * m), false};
       forward(par, model, ctx, ws, rows);
-      compute_loss(space, *eval_, loss, rows, 0.0f, false);
+      compute_loss(space, *eval_, loss, data.is_regression(), rows, 0.0f, false);
       sum_rows(*eval_, rows, l(u - mine.begin), c(u - mine.begin));
     }
     par.allgather_micro_batches(l, all_l, M);
@@ -217,6 +224,14 @@ class StepPipeline {
     em.correct = static_cast<std::uint64_t>(t.correct);
     em.loss = t.loss / static_cast<double>(n);
     em.accuracy = t.correct / static_cast<double>(n);
+    if (data.is_regression()) {
+      // The loss is the mean over samples of each row's mean squared error: the MSE over all
+      // n x T values. R^2 pools the T targets: 1 - SSE / SST (scikit-learn's variance_weighted).
+      em.regression = true;
+      em.rmse = std::sqrt(em.loss);
+      const double sst = total_sum_of_squares(data.targets);
+      em.r2 = 1.0 - em.loss * static_cast<double>(n) * data.target_count() / sst;
+    }
     return em;
   }
 
@@ -229,10 +244,12 @@ class StepPipeline {
     Kokkos::View<float*, memory_space> row_loss;
     Kokkos::View<std::int32_t*, memory_space> row_correct;
     Matrix<memory_space> output, grad_out;
+    Matrix<memory_space> targets;  // regression: rows x T (sized by size_targets), else rows x 0
     // Host mirrors of input and labels: the staging buffers of a device space (the same Views
     // on a host space, where create_mirror_view allocates nothing).
     typename Matrix<memory_space>::HostMirror input_host;
     typename Kokkos::View<std::int32_t*, memory_space>::HostMirror labels_host;
+    typename Matrix<memory_space>::HostMirror targets_host;
     long rows = 0;
     long params = 0;
   };
@@ -257,6 +274,8 @@ class StepPipeline {
     w->row_correct = Kokkos::View<std::int32_t*, memory_space>("reprosgd::row_correct", rows);
     w->input_host = Kokkos::create_mirror_view(w->input);
     w->labels_host = Kokkos::create_mirror_view(w->labels);
+    w->targets = Matrix<memory_space>("reprosgd::targets", rows, 0);
+    w->targets_host = Kokkos::create_mirror_view(w->targets);
     w->rows = rows;
     w->params = static_cast<long>(model.parameter_count());
     return w;
@@ -274,11 +293,42 @@ class StepPipeline {
       model.forward(ctx, ws, rows);
   }
 
-  static void compute_loss(const execution_space& space, WorkspaceBase& w, LossKind loss, long rows, float scale,
-                           bool want_grad) {
+  // The workspace's target rows sized for `data`'s T (0 for classification data): the first
+  // micro-batch of a regression allocates them, once per workspace.
+  template <class Data>
+  static WorkspaceBase& size_targets(WorkspaceBase& w, const Data& data) {
+    if (static_cast<int>(w.targets.extent(1)) != data.target_count()) {
+      w.targets = Matrix<memory_space>("reprosgd::targets", w.rows, data.target_count());
+      w.targets_host = Kokkos::create_mirror_view(w.targets);
+    }
+    return w;
+  }
+
+  // sum_ij (t_ij - mean_j)^2 over a data set's targets, in double, rows in order: R^2's denominator.
+  template <class Targets>
+  static double total_sum_of_squares(const Targets& targets) {
+    const auto t = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), targets);
+    const std::size_t n = t.extent(0), w = t.extent(1);
+    std::vector<double> mean(w, 0.0);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < w; ++j) mean[j] += static_cast<double>(t(i, j));
+    for (std::size_t j = 0; j < w; ++j) mean[j] /= static_cast<double>(n);
+    double sst = 0.0;
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < w; ++j) {
+        const double d = static_cast<double>(t(i, j)) - mean[j];
+        sst += d * d;
+      }
+    return sst;
+  }
+
+  static void compute_loss(const execution_space& space, WorkspaceBase& w, LossKind loss, bool regression, long rows,
+                           float scale, bool want_grad) {
     const MatrixRef<memory_space> out(w.output.data(), rows, w.output.extent(1));
     const MatrixRef<memory_space> grad(w.grad_out.data(), want_grad ? rows : 0, w.grad_out.extent(1));
-    if (loss == LossKind::softmax_cross_entropy)
+    if (regression)  // check_data_for: only with LossKind::mse, T = the model's outputs
+      mse(space, out, w.targets, rows, scale, grad, w.row_loss, w.row_correct);
+    else if (loss == LossKind::softmax_cross_entropy)
       softmax_cross_entropy(space, out, w.labels, rows, scale, grad, w.row_loss, w.row_correct);
     else
       mse_one_hot(space, out, w.labels, rows, scale, grad, w.row_loss, w.row_correct);

@@ -126,6 +126,35 @@ TEST_SUITE("data/csv_reader") {
                          "reprosgd::read_csv_dataset: d.csv: label_column 3 but line 1 has 3 fields", reprosgd::config_error);
   }
 
+  TEST_CASE("regression: the last `targets` columns are float targets, no label column") {
+    const auto d = parse_csv_dataset("x1,x2,t1,t2\n1,2,0.5,-0.25\n3,4,1e-3,7\n", {.targets = 2}, "r.csv");
+    REQUIRE(d.size() == 2);
+    CHECK(d.is_regression());
+    CHECK(d.feature_count() == 2);
+    CHECK(d.target_count() == 2);
+    CHECK(d.labels.extent(0) == 0);
+    CHECK(d.num_classes == 0);
+    CHECK(d.features(1, 0) == 3.0f);
+    CHECK(d.features(1, 1) == 4.0f);
+    CHECK(d.targets(0, 1) == -0.25f);
+    CHECK(d.targets(1, 0) == 1e-3f);
+    const auto one = parse_csv_dataset("1,2,3.5\n", {.targets = 1}, "r.csv");
+    CHECK(one.feature_count() == 2);
+    CHECK(one.targets(0, 0) == 3.5f);
+    CHECK_THROWS_WITH_AS((void)parse_csv_dataset("1,2,3\n", {.targets = 3}, "r.csv"),
+                         "reprosgd::read_csv_dataset: r.csv, line 1: expected at least one feature and 3 target(s), found 3 field(s)",
+                         reprosgd::data_error);
+    CHECK_THROWS_WITH_AS((void)parse_csv_dataset("1,2,x\n", {.header = CsvHeader::absent, .targets = 1}, "r.csv"),
+                         "reprosgd::read_csv_dataset: r.csv, line 1, column 3: not a number: 'x'", reprosgd::data_error);
+    CHECK_THROWS_WITH_AS((void)parse_csv_dataset("1,2,3\n", {.label_column = 0, .targets = 1}, "r.csv"),
+                         "reprosgd::read_csv_dataset: targets 1 (regression) has no label column: leave label_column and "
+                         "num_classes at their defaults",
+                         reprosgd::config_error);
+    CHECK_THROWS_WITH_AS((void)parse_csv_dataset("1,2,3\n", {.targets = -1}, "r.csv"),
+                         "reprosgd::read_csv_dataset: targets must be 0 (a label column) or positive, got -1",
+                         reprosgd::config_error);
+  }
+
   TEST_CASE("read_csv_dataset reads files; io errors name the path") {
     TempDir dir;
     const std::string p = dir.file("data.csv");

@@ -101,6 +101,42 @@ TEST_SUITE("data/dataset") {
                          reprosgd::data_error);
   }
 
+  TEST_CASE("make_regression_dataset shares the user's Views and checks their shapes") {
+    HostFeatures x("x", 5, 3), t("t", 5, 2);
+    t(4, 1) = 7.0f;
+    const auto d = reprosgd::make_regression_dataset(x, t);
+    CHECK(d.features.data() == x.data());
+    CHECK(d.targets.data() == t.data());
+    CHECK(d.is_regression());
+    CHECK(d.size() == 5);
+    CHECK(d.feature_count() == 3);
+    CHECK(d.target_count() == 2);
+    CHECK(d.labels.extent(0) == 0);
+    CHECK(d.num_classes == 0);
+    CHECK_NOTHROW(reprosgd::validate(d));
+    CHECK_FALSE(small_dataset(4, 2, 2).is_regression());
+    CHECK(small_dataset(4, 2, 2).target_count() == 0);
+    CHECK_THROWS_WITH_AS((void)reprosgd::make_regression_dataset(x, HostFeatures("t", 4, 2)),
+                         "reprosgd::make_regression_dataset: features have 5 samples but targets have 4", reprosgd::data_error);
+    CHECK_THROWS_WITH_AS((void)reprosgd::make_regression_dataset(x, HostFeatures("t", 5, 0)),
+                         "reprosgd::make_regression_dataset: targets have 0 columns (a regression needs at least one)",
+                         reprosgd::data_error);
+    CHECK_THROWS_WITH_AS((void)reprosgd::make_regression_dataset(HostFeatures("x", 5, 0), t),
+                         "reprosgd::make_regression_dataset: features have 0 columns", reprosgd::data_error);
+    auto labelled = d;
+    labelled.labels = HostLabels("y", 5);
+    CHECK_THROWS_WITH_AS(reprosgd::validate(labelled),
+                         "reprosgd::validate: a regression data set (targets) has no labels and num_classes 0",
+                         reprosgd::config_error);
+    auto copy = reprosgd::clone(d);
+    CHECK(copy.targets.data() != t.data());
+    CHECK(copy.targets(4, 1) == 7.0f);
+    CHECK(reprosgd::to_memory_space<Kokkos::HostSpace>(d).targets.data() == t.data());
+    t(2, 0) = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_WITH_AS(reprosgd::validate_finite(d), "reprosgd::validate_finite: NaN in sample 2, target 0",
+                         reprosgd::data_error);
+  }
+
   TEST_CASE("an empty data set is valid") {
     auto d = reprosgd::make_dataset(HostFeatures("x", 0, 3), HostLabels("y", 0), 2);
     CHECK(d.size() == 0);

@@ -32,22 +32,26 @@ B filled(const char* name, long n, std::uint64_t seed) {
 }  // namespace
 
 TEST_SUITE("optim") {
-  TEST_CASE_TEMPLATE_DEFINE("SGD in every variant (momentum, Nesterov, weight decay) equals the scalar reference", Space,
-                            sgd_id) {
+  TEST_CASE_TEMPLATE_DEFINE("SGD in every variant (momentum, Nesterov, weight decay, dampening) equals the scalar reference",
+                            Space, sgd_id) {
     struct Variant {
       float momentum;
       bool nesterov;
       float wd;
+      float damp = 0.0f;
     };
     // Sizes below, at and across the update's 2048-element chunks, with a ragged tail.
     for (const long n : {1000L, 2048L, 5000L}) {
       for (const Variant var : {Variant{0.0f, false, 0.0f}, Variant{0.0f, false, 1e-3f}, Variant{0.9f, false, 0.0f},
-                                Variant{0.9f, false, 1e-3f}, Variant{0.9f, true, 0.0f}, Variant{0.9f, true, 1e-3f}}) {
+                                Variant{0.9f, false, 1e-3f}, Variant{0.9f, true, 0.0f}, Variant{0.9f, true, 1e-3f},
+                                Variant{0.9f, false, 0.0f, 0.3f}, Variant{0.5f, false, 1e-3f, 1.0f}}) {
         CAPTURE(n);
         CAPTURE(var.momentum);
         CAPTURE(var.nesterov);
         CAPTURE(var.wd);
-        reprosgd::Sgd sgd{{.lr = 0.05f, .momentum = var.momentum, .nesterov = var.nesterov, .weight_decay = var.wd}};
+        CAPTURE(var.damp);
+        reprosgd::Sgd sgd{{.lr = 0.05f, .momentum = var.momentum, .nesterov = var.nesterov, .weight_decay = var.wd,
+                           .dampening = var.damp}};
         B p = filled("p", n, 1);
         std::vector<float> rp(p.data(), p.data() + n), rv(n, 0.0f);
         auto state = sgd.init<Mem>(n);
@@ -59,7 +63,10 @@ TEST_SUITE("optim") {
           for (long i = 0; i < n; ++i) {  // the general formula, one element at a time
             float gi = g(i);
             if (var.wd != 0.0f) gi = gi + var.wd * rp[i];
-            if (var.momentum != 0.0f) {
+            if (var.momentum != 0.0f && var.damp != 0.0f) {  // torch.optim.SGD: the first step's buffer is g
+              rv[i] = step == 0 ? gi : var.momentum * rv[i] + (1.0f - var.damp) * gi;
+              gi = rv[i];
+            } else if (var.momentum != 0.0f) {
               rv[i] = var.momentum * rv[i] + gi;
               gi = var.nesterov ? gi + var.momentum * rv[i] : rv[i];
             }
@@ -134,6 +141,11 @@ TEST_SUITE("optim") {
     Kokkos::fence();
     CHECK(p(0) == doctest::Approx(0.999f).epsilon(1e-6));
     CHECK(sa.beta1_power == doctest::Approx(0.9));
+    // Dampening is in the description (which checkpoints compare) only when set: the description
+    // of every run without it is unchanged.
+    CHECK(reprosgd::Sgd{{.lr = 0.1f, .momentum = 0.9f}}.describe().find("dampening") == std::string::npos);
+    CHECK(reprosgd::Sgd{{.lr = 0.1f, .momentum = 0.9f, .dampening = 0.5f}}.describe().find("dampening=0x1p-1") !=
+          std::string::npos);
   }
 
   TEST_CASE("invalid hyperparameters are refused with the name of the field") {
@@ -148,6 +160,11 @@ TEST_SUITE("optim") {
                          "reprosgd::Sgd: momentum must be in [0, 1), got 1", reprosgd::config_error);
     const reprosgd::Sgd nesterov0{{.lr = 0.1f, .nesterov = true}};
     CHECK_THROWS_WITH_AS(nesterov0.check(), "reprosgd::Sgd: nesterov needs momentum > 0",
+                         reprosgd::config_error);
+    const reprosgd::Sgd damp2{{.lr = 0.1f, .momentum = 0.9f, .dampening = 2.0f}};
+    CHECK_THROWS_WITH_AS(damp2.check(), "reprosgd::Sgd: dampening must be in [0, 1], got 2", reprosgd::config_error);
+    const reprosgd::Sgd nesterov_damp{{.lr = 0.1f, .momentum = 0.9f, .nesterov = true, .dampening = 0.1f}};
+    CHECK_THROWS_WITH_AS(nesterov_damp.check(), "reprosgd::Sgd: nesterov needs dampening 0 (as torch.optim.SGD)",
                          reprosgd::config_error);
     CHECK_THROWS_WITH_AS(reprosgd::Adam{{.beta2 = 1.0f}}.check(), "reprosgd::Adam: beta2 must be in [0, 1), got 1",
                          reprosgd::config_error);

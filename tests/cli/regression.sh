@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# regression.sh TRAIN_MLP [PREDICT] — train_mlp's regression and optimizer controls from the command
+# line: --loss mse on a CSV of features then 2 targets learns (test R^2 from below 0.5 to above 0.9,
+# RMSE and R^2 printed and in --metrics), the same fingerprint on 1 and 2 threads and Serial;
+# --no-shuffle, --dampening, --beta1/--beta2/--eps change the bits and are deterministic; options
+# of another optimizer, out-of-range values and cross-entropy on float targets are refused with
+# exit 2 or 3 and one line; --save-initial writes the parameters drawn from --seed (the same file
+# for any training length) that predict loads.
+set -uo pipefail
+exe=$1 predict=${2:-}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+export OMP_PROC_BIND=false
+fail() { echo "FAIL: $*"; exit 1; }
+
+# x in [-1, 1) from a fixed LCG; t0 = 0.5 x0 - x1 + 0.25 x2 x3, t1 = x3 + 0.5 x0^2.
+make_csv() {  # ROWS SEED
+  awk -v n="$1" -v s="$2" 'BEGIN {
+    print "x0,x1,x2,x3,t0,t1"
+    for (i = 0; i < n; i++) {
+      for (j = 0; j < 4; j++) { s = (s * 1103515245 + 12345) % 2147483648; x[j] = s / 1073741824 - 1 }
+      printf "%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", x[0], x[1], x[2], x[3], 0.5 * x[0] - x[1] + 0.25 * x[2] * x[3], x[3] + 0.5 * x[0] * x[0]
+    }
+  }'
+}
+make_csv 512 7 >"$tmp/train.csv"
+make_csv 128 99 >"$tmp/test.csv"
+base=(--data "$tmp/train.csv" --test-data "$tmp/test.csv" --layers 4,32,2 --activation tanh --loss mse
+      --optimizer sgd --lr 0.1 --momentum 0.9 --batch 32 --micro-batch 8 --seed 5)
+fp() { "$exe" "$@" 2>&1 | tail -n 1 | sed -n 's/^fingerprint //p'; }
+
+out=$("$exe" "${base[@]}" --epochs 6 --threads 1 --metrics "$tmp/m.jsonl" --save-model "$tmp/model.rsgdm" \
+      --save-initial "$tmp/init6.rsgdm") || { echo "$out"; fail "regression training exited $?"; }
+echo "$out"
+fp1=$(printf '%s\n' "$out" | tail -n 1 | sed -n 's/^fingerprint //p')
+[ -n "$fp1" ] || fail "no fingerprint"
+printf '%s\n' "$out" | grep -q '^epoch 6  step 96  train_loss [0-9.]*  test_loss [0-9.]*  test_rmse [0-9.]*  test_r2 [0-9.-]*  (' ||
+  fail "no epoch line with test_rmse and test_r2 (and no train_acc)"
+printf '%s\n' "$out" | grep -q "^initial model saved to $tmp/init6.rsgdm$" || fail "no 'initial model saved' line"
+r2_first=$(grep '"event":"epoch"' "$tmp/m.jsonl" | head -n 1 | sed -n 's/.*"test_r2":\([-0-9.e+]*\).*/\1/p')
+r2_last=$(grep '"event":"epoch"' "$tmp/m.jsonl" | tail -n 1 | sed -n 's/.*"test_r2":\([-0-9.e+]*\).*/\1/p')
+rmse_last=$(grep '"event":"epoch"' "$tmp/m.jsonl" | tail -n 1 | sed -n 's/.*"test_rmse":\([-0-9.e+]*\).*/\1/p')
+echo "test R^2 after epoch 1: $r2_first, after epoch 6: $r2_last (RMSE $rmse_last)"
+awk -v a="$r2_last" 'BEGIN { exit !(a > 0.9) }' || fail "test R^2 $r2_last after 6 epochs, want > 0.9"
+awk -v a="$r2_first" -v b="$r2_last" 'BEGIN { exit !(b > a) }' || fail "R^2 did not improve ($r2_first -> $r2_last)"
+initial_r2=$("$exe" "${base[@]}" --steps 1 --lr 1e-30 --quiet --metrics "$tmp/m0.jsonl" >/dev/null &&
+             grep '"event":"epoch"' "$tmp/m0.jsonl" | sed -n 's/.*"test_r2":\([-0-9.e+]*\).*/\1/p')
+[ -z "$initial_r2" ] || awk -v a="$initial_r2" 'BEGIN { exit !(a < 0.5) }' || fail "untrained R^2 $initial_r2, want < 0.5"
+
+[ "$(fp "${base[@]}" --epochs 6 --threads 2 --quiet)" = "$fp1" ] || fail "2 threads gave another fingerprint"
+[ "$(fp "${base[@]}" --epochs 6 --backend serial --quiet)" = "$fp1" ] || fail "Serial gave another fingerprint"
+
+# The optimizer and order controls: each changes the bits, each is the same on 1 and 2 threads.
+for extra in "--no-shuffle" "--dampening 0.5" "--optimizer adam --lr 0.01 --beta1 0.8 --beta2 0.99 --eps 1e-6"; do
+  # shellcheck disable=SC2086
+  a=$(fp "${base[@]}" --epochs 2 --threads 1 --quiet $extra)
+  # shellcheck disable=SC2086
+  b=$(fp "${base[@]}" --epochs 2 --threads 2 --quiet $extra)
+  ref=$(fp "${base[@]}" --epochs 2 --threads 1 --quiet $([ "${extra#--optimizer adam}" != "$extra" ] && echo --optimizer adam --lr 0.01))
+  echo "$extra: $a (2 threads: $b; without it: $ref)"
+  [ -n "$a" ] && [ "$a" = "$b" ] || fail "$extra: 1 and 2 threads differ"
+  [ "$a" != "$ref" ] || fail "$extra changed nothing"
+done
+
+# Refusals: one line on standard error, the exit code of its kind, no fingerprint.
+refuse() {  # CODE MESSAGE ARGS...
+  local code=$1 msg=$2; shift 2
+  "$exe" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ $rc -ne "$code" ] || ! grep -qF -- "$msg" "$tmp/err" || grep -q '^fingerprint' "$tmp/out" || [ "$(wc -l <"$tmp/err")" -ne 1 ]; then
+    echo "args: $*"; echo "exit $rc (want $code); stderr:"; cat "$tmp/err"; fail "expected: $msg"
+  fi
+}
+refuse 2 "train_mlp: error: --dampening is SGD's (--optimizer sgd), not adam's" "${base[@]}" --optimizer adam --dampening 0.1
+refuse 2 "train_mlp: error: --beta1, --beta2 and --eps are Adam's and AdamW's, not sgd's" "${base[@]}" --beta2 0.9
+refuse 2 "train_mlp: error: reprosgd::Sgd: dampening must be in [0, 1], got 2" "${base[@]}" --dampening 2
+refuse 2 "train_mlp: error: reprosgd::Sgd: nesterov needs dampening 0 (as torch.optim.SGD)" "${base[@]}" --nesterov --dampening 0.1
+refuse 2 "train_mlp: error: reprosgd::Adam: beta1 must be in [0, 1), got 1" "${base[@]}" --optimizer adam --beta1 1
+refuse 2 "train_mlp: error: --loss: mae not in {cross-entropy,mse}" "${base[@]}" --loss mae
+refuse 3 "train_mlp: error: reprosgd::read_csv_dataset: $tmp/train.csv, line 2, column 6: label '" \
+  "${base[@]/mse/cross-entropy}"
+refuse 3 "expected at least one feature and 8 target(s), found 6 field(s)" "${base[@]/4,32,2/4,32,8}"
+
+# --save-initial: the parameters drawn from --seed, whatever follows them.
+"$exe" "${base[@]}" --steps 3 --quiet --save-initial "$tmp/init3.rsgdm" >/dev/null || fail "--save-initial run failed"
+cmp -s "$tmp/init3.rsgdm" "$tmp/init6.rsgdm" || fail "--save-initial wrote different files for 3 steps and 6 epochs"
+cmp -s "$tmp/init6.rsgdm" "$tmp/model.rsgdm" && fail "the initial and the trained model files are the same"
+"$exe" "${base[@]}" --steps 3 --quiet --seed 6 --save-initial "$tmp/init_seed6.rsgdm" >/dev/null || fail "seed 6 run failed"
+cmp -s "$tmp/init3.rsgdm" "$tmp/init_seed6.rsgdm" && fail "--seed 6 drew the same initial parameters as --seed 5"
+
+if [ -n "$predict" ]; then
+  trained=$("$predict" --model "$tmp/model.rsgdm" --data "$tmp/test.csv" --output "$tmp/p.csv" --quiet) || fail "predict (trained) failed"
+  initial=$("$predict" --model "$tmp/init6.rsgdm" --data "$tmp/test.csv" --output "$tmp/p0.csv" --quiet) || fail "predict (initial) failed"
+  echo "predict: $trained (initial model: $initial)"
+  t=$(printf '%s\n' "$trained" | sed -n 's/^rmse //p'); i=$(printf '%s\n' "$initial" | sed -n 's/^rmse //p')
+  [ -n "$t" ] && [ -n "$i" ] || fail "predict printed no rmse"
+  awk -v t="$t" -v r="$rmse_last" 'BEGIN { d = t - r; if (d < 0) d = -d; exit !(d <= 1e-5 * r) }' ||
+    fail "predict's RMSE $t is not train_mlp's test_rmse $rmse_last"
+  awk -v t="$t" -v i="$i" 'BEGIN { exit !(t < 0.5 * i) }' || fail "trained RMSE $t not below half the initial $i"
+fi
+echo "regression CLI: PASSED"
