@@ -72,7 +72,9 @@ const char* without_prefix(const char* what) {
 /**
  * A CSV of numbers, one sample per line (a first line that is not all numbers is a header), with
  * `in` features first and then: nothing; a class label in [0, out) (classification, as train_mlp
- * reads CSV); or `out` target values (a regression model, one whose file has output normalisation).
+ * reads CSV); or `out` target values (regression, as train_mlp --loss mse reads CSV). A row of in + 1
+ * numbers is a label unless the model has one output or output normalisation (`regression`): those
+ * are regression models, whose row of in + out numbers ends with the targets.
  */
 Samples read_csv(const std::string& path, int in, int out, bool regression) {
   using namespace reprosgd;
@@ -101,16 +103,19 @@ Samples read_csv(const std::string& path, int in, int out, bool regression) {
     }
     if (!numbers) fail("a field is not a number");
     const int n = static_cast<int>(fields.size());
-    const int with = regression ? in + out : in + 1;
-    if (n != in && n != with)
-      fail(std::to_string(n) + " columns; the model has " + std::to_string(in) + " inputs, so a row has " +
-           std::to_string(in) + " (features) or " + std::to_string(with) +
-           (regression ? " (features, then the targets)" : " (features, then the class label)"));
+    const bool labelled = !regression && out > 1;  // in + 1 numbers: features, then the class label
+    if (n != in && n != in + out && !(labelled && n == in + 1))
+      fail(std::to_string(n) + " columns; the model has " + std::to_string(in) + " inputs and " + std::to_string(out) +
+           " outputs, so a row has " + std::to_string(in) + " (features)" +
+           (labelled ? ", " + std::to_string(in + 1) + " (features, then the class label)" : std::string()) + " or " +
+           std::to_string(in + out) + " (features, then the targets)");
+    const bool targets = n == in + out && !(labelled && n == in + 1);
     if (rows > 0 && (n > in) != (!labels.empty() || !ts.empty())) fail("rows with and without labels or targets");
+    if (rows > 0 && n > in && targets != !ts.empty()) fail("rows with labels and rows with targets");
     for (int j = 0; j < in; ++j) xs.push_back(values[static_cast<std::size_t>(j)]);
-    if (n > in && regression)
+    if (n > in && targets)
       for (int j = 0; j < out; ++j) ts.push_back(values[static_cast<std::size_t>(in + j)]);
-    if (n > in && !regression) {
+    if (n > in && !targets) {
       const float v = values[static_cast<std::size_t>(in)];
       if (!(v >= 0.0f && v < static_cast<float>(out)) || v != std::floor(v))
         fail("label " + exact_float_text(v) + " is not a class in [0, " + std::to_string(out) + ")");
@@ -179,7 +184,7 @@ int run_on(const Config& c, const Model& model, const reprosgd::Normalization& n
   space.fence();
   const auto y = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y_dev);
   const auto classes = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), classes_dev);
-  const bool regression = norm.has_outputs();
+  const bool regression = norm.has_outputs() || s.targets.extent(0) > 0;
   if (!c.output.empty()) {
     std::string text = regression ? "sample" : "sample,class";
     for (int j = 0; j < out; ++j) text += ",output_" + std::to_string(j);
