@@ -109,7 +109,7 @@ Samples read_csv(const std::string& path, int in, int out, bool regression) {
            " outputs, so a row has " + std::to_string(in) + " (features)" +
            (labelled ? ", " + std::to_string(in + 1) + " (features, then the class label)" : std::string()) + " or " +
            std::to_string(in + out) + " (features, then the targets)");
-    const bool targets = n == in + out && !(labelled && n == in + 1);
+    const bool targets = n == in + out;  // (labelled means out > 1: in + out is not in + 1)
     if (rows > 0 && (n > in) != (!labels.empty() || !ts.empty())) fail("rows with and without labels or targets");
     if (rows > 0 && n > in && targets != !ts.empty()) fail("rows with labels and rows with targets");
     for (int j = 0; j < in; ++j) xs.push_back(values[static_cast<std::size_t>(j)]);

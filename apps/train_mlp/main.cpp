@@ -170,9 +170,9 @@ int run(const Config& c) {
 #endif
   if (!c.inject_failure.empty()) (void)FailureSchedule::parse(c.inject_failure);  // a typo fails before any work
   check_model_fits(c);
-  if (c.optimizer != "sgd" && c.dampening != 0.0f)
+  if (c.optimizer != "sgd" && c.dampening_given)
     throw config_error("train_mlp: --dampening is SGD's (--optimizer sgd), not " + c.optimizer + "'s");
-  if (c.optimizer == "sgd" && (c.beta1 != 0.9f || c.beta2 != 0.999f || c.eps != 1e-8f))
+  if (c.optimizer == "sgd" && c.adam_options_given)
     throw config_error("train_mlp: --beta1, --beta2 and --eps are Adam's and AdamW's, not sgd's");
 #if REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY
   if (c.parallel != "data" || c.fault_tolerance != "abort")
@@ -256,10 +256,10 @@ int main(int argc, char** argv) {
   app.add_option("--momentum", c.momentum, "SGD momentum");
   app.add_flag("--nesterov", c.nesterov, "Nesterov momentum (SGD)");
   app.add_option("--weight-decay", c.weight_decay, "L2 (SGD, Adam) or decoupled (AdamW) weight decay, biases included");
-  app.add_option("--dampening", c.dampening, "SGD: momentum dampening in [0, 1] (torch.optim.SGD's; not with --nesterov)");
-  app.add_option("--beta1", c.beta1, "Adam, AdamW: first-moment decay");
-  app.add_option("--beta2", c.beta2, "Adam, AdamW: second-moment decay");
-  app.add_option("--eps", c.eps, "Adam, AdamW: epsilon added to sqrt(v_hat)");
+  auto* dampening = app.add_option("--dampening", c.dampening, "SGD: momentum dampening in [0, 1] (torch.optim.SGD's; not with --nesterov)");
+  const CLI::Option* adam_options[] = {app.add_option("--beta1", c.beta1, "Adam, AdamW: first-moment decay"),
+                                       app.add_option("--beta2", c.beta2, "Adam, AdamW: second-moment decay"),
+                                       app.add_option("--eps", c.eps, "Adam, AdamW: epsilon added to sqrt(v_hat)")};
   app.add_option("--loss", c.loss,
                  "cross-entropy (softmax; class labels) | mse (mean squared error: regression targets, the last "
                  "output-width columns of --data FILE.csv, RMSE and R^2 reported; or one-hot class labels)")
@@ -345,6 +345,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train_mlp: error: %s\n", e.what());
     return 2;
   }
+  c.dampening_given = dampening->count() > 0;
+  for (const CLI::Option* o : adam_options) c.adam_options_given = c.adam_options_given || o->count() > 0;
   if (version) {
     print_version();
     return 0;

@@ -54,6 +54,7 @@ struct Config {
   float weight_decay = 0.0f;
   float dampening = 0.0f;            // --dampening (SGD with momentum)
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // --beta1 --beta2 --eps (Adam, AdamW)
+  bool dampening_given = false, adam_options_given = false;  // refused with another optimizer
   std::string loss = "cross-entropy";  // --loss cross-entropy|mse
   bool no_shuffle = false;           // --no-shuffle: every epoch in the data set's order
   std::string schedule = "constant";

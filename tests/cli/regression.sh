@@ -72,6 +72,8 @@ refuse() {  # CODE MESSAGE ARGS...
 }
 refuse 2 "train_mlp: error: --dampening is SGD's (--optimizer sgd), not adam's" "${adam[@]}" --dampening 0.1
 refuse 2 "train_mlp: error: --beta1, --beta2 and --eps are Adam's and AdamW's, not sgd's" "${base[@]}" --beta2 0.9
+refuse 2 "train_mlp: error: --beta1, --beta2 and --eps are Adam's and AdamW's, not sgd's" "${base[@]}" --beta1 0.9
+refuse 2 "train_mlp: error: --dampening is SGD's (--optimizer sgd), not adam's" "${adam[@]}" --dampening 0
 refuse 2 "train_mlp: error: reprosgd::Sgd: dampening must be in [0, 1], got 2" "${base[@]}" --dampening 2
 refuse 2 "train_mlp: error: reprosgd::Sgd: nesterov needs dampening 0 (as torch.optim.SGD)" "${base[@]}" --nesterov --dampening 0.1
 refuse 2 "train_mlp: error: reprosgd::Adam: beta1 must be in [0, 1), got 1" "${adam[@]}" --beta1 1

@@ -55,13 +55,11 @@ struct Sgd {
   // Dampening is described only when set, so that the description (which checkpoints store and
   // compare) of every run without it is the one it was before dampening existed.
   [[nodiscard]] std::string describe() const {
-    if (options.dampening != 0.0f)
-      return detail::describe_fields("sgd", {{"lr", options.lr}, {"momentum", options.momentum},
-                                             {"nesterov", options.nesterov ? 1.0f : 0.0f},
-                                             {"weight_decay", options.weight_decay}, {"dampening", options.dampening}});
-    return detail::describe_fields("sgd", {{"lr", options.lr}, {"momentum", options.momentum},
-                                           {"nesterov", options.nesterov ? 1.0f : 0.0f},
-                                           {"weight_decay", options.weight_decay}});
+    std::string d = detail::describe_fields("sgd", {{"lr", options.lr}, {"momentum", options.momentum},
+                                                    {"nesterov", options.nesterov ? 1.0f : 0.0f},
+                                                    {"weight_decay", options.weight_decay}});
+    if (options.dampening != 0.0f) d.insert(d.size() - 1, ",dampening=" + detail::exact_text(options.dampening));
+    return d;
   }
   void check() const {
     detail::check_positive("reprosgd::Sgd", "lr", options.lr);

@@ -64,10 +64,10 @@ void gather_rows(const ExecSpace& space, const To& to, const ToLabels& to_labels
 }
 
 /// Copy rows [first, first+rows) of the epoch order (`order`, or the data set's own order) into
-/// the micro-batch `in`/`labels`: one thread per row, so the permutation (a few Philox calls) is
+/// the workspace's micro-batch `w.input` and `w.labels` or `w.targets`: one thread per row, so the permutation (a few Philox calls) is
 /// evaluated once per sample. A free function: device lambdas may not live in private members.
 /// When `space` cannot read the data set's memory (host data, device space), the rows are gathered
-/// on the host into `in_host`/`lab_host` (host mirrors of `in`/`labels`) and copied over: the
+/// on the host into the workspace's host mirrors (`w.input_host`, ...) and copied over: the
 /// data set is staged to the device micro-batch by micro-batch. A copy either way, so the bits
 /// are the same.
 template <class ExecSpace, class Data, class Ws>

@@ -128,6 +128,10 @@ TEST_SUITE("data/dataset") {
     CHECK_THROWS_WITH_AS(reprosgd::validate(labelled),
                          "reprosgd::validate: a regression data set (targets) has no labels and num_classes 0",
                          reprosgd::config_error);
+    auto rows_only = small_dataset(5, 3, 2);
+    rows_only.targets = HostFeatures("t", 5, 0);
+    CHECK_THROWS_WITH_AS(reprosgd::validate(rows_only), "reprosgd::validate: targets have 5 rows but 0 columns",
+                         reprosgd::data_error);
     auto copy = reprosgd::clone(d);
     CHECK(copy.targets.data() != t.data());
     CHECK(copy.targets(4, 1) == 7.0f);

@@ -166,6 +166,23 @@ TEST_SUITE("trainer") {
     CHECK_THROWS_WITH_AS(trainer.fit(wide, sgd, wide_state, d),
                          "reprosgd::Trainer: the train data has 1 target(s) per sample but the model has 3 outputs",
                          config_error);
+    // A classification test set for a regression, and a step dump of a regression.
+    Kokkos::View<std::int32_t*, Kokkos::HostSpace> y("y", 4);
+    const auto labelled = make_dataset(x, y, 1);
+    CHECK_THROWS_WITH_AS(trainer.fit(model, sgd, state, d, &labelled),
+                         "reprosgd::Trainer::fit: the train data has regression targets but the test data class labels",
+                         config_error);
+    const auto dir = std::filesystem::temp_directory_path() / ("reprosgd_regression_dump_" + std::to_string(::getpid()));
+    TrainerOptions od = o;
+    od.dump_step = 0;
+    od.dump_dir = dir.string();
+    Trainer<Serial<>> dumping(od);
+    auto dump_state = dumping.start(model, sgd);
+    CHECK_THROWS_WITH_AS(dumping.fit(model, sgd, dump_state, d),
+                         "reprosgd::Trainer::fit: dump_step writes class labels; a regression data set's step cannot be "
+                         "dumped (compare traces at level tensor instead)",
+                         config_error);
+    CHECK_FALSE(std::filesystem::exists(dir));
   }
 
   TEST_CASE_TEMPLATE_DEFINE("every backend trains the same bits (Adam, dropout, cosine, shuffle)", Space, backend_id) {
