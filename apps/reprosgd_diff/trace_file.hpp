@@ -19,7 +19,7 @@
 namespace reprosgd_diff {
 
 /// The trace format version this tool reads (reprosgd::trace_format_version).
-inline constexpr int supported_trace_version = 1;
+inline constexpr int supported_trace_version = 2;
 
 /// Input the tool cannot compare (exit code 2); what() is the one-line message.
 struct bad_input : std::runtime_error {

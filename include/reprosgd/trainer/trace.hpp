@@ -21,6 +21,7 @@
 #include <reprosgd/trainer/metrics.hpp>
 #include <reprosgd/trainer/sharding.hpp>
 #include <reprosgd/trainer/state.hpp>
+#include <reprosgd/trainer/trace_fingerprints.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -42,22 +43,12 @@
 REPROSGD_BEGIN_NAMESPACE
 
 /// The version of the trace format written in every header line (docs/diagnosis.md).
-inline constexpr int trace_format_version = 1;
+inline constexpr int trace_format_version = 2;
 
 /// "step", "layer" or "tensor": the name of a TraceLevel in a trace's header and on train_mlp's command line.
 [[nodiscard]] inline const char* trace_level_name(TraceLevel level) noexcept {
   return level == TraceLevel::tensor ? "tensor" : level == TraceLevel::layer ? "layer" : "step";
 }
-
-/// The fingerprints of one layer's part of the canonical state at one step (a trace's `layer` level).
-struct LayerFingerprints {
-  std::size_t layer = 0;   ///< index in the Sequential (layers without parameters are left out)
-  Fingerprint parameters;  ///< the layer's parameters after the update
-  Fingerprint gradient;    ///< its part of the reduced gradient (after the reduction, before the update)
-  /// Its part of every non-empty optimizer state buffer, by the state's visit() names (Adam: "m",
-  /// "v"; SGD with momentum: "velocity"). Scalars (step counts) are in the whole-state fingerprint.
-  std::vector<std::pair<std::string, Fingerprint>> optimizer;
-};
 
 /// The fingerprints of one layer's activations for the step's first micro-batch (a trace's
 /// `tensor` level): what forward wrote and what backward computed, before any reduction.
@@ -71,104 +62,15 @@ struct TensorFingerprints {
 
 namespace detail {
 
-/// XXH3-128 over raw bytes: the same digest as FingerprintBuilder fed the same bytes, however
-/// they are split into calls (XXH3 streams).
-class RawHasher {
- public:
-  RawHasher() { XXH3_128bits_reset(&state_); }
-  void bytes(const void* p, std::size_t n) {
-    if (n > 0) XXH3_128bits_update(&state_, p, n);
-  }
-  [[nodiscard]] Fingerprint finish() const {
-    const XXH128_hash_t h = XXH3_128bits_digest(&state_);
-    return {h.high64, h.low64};
-  }
-
- private:
-  XXH3_state_t state_;
-};
-
-/// The whole state's fingerprint (fingerprint(model, state): the parameters, then every element
-/// of the optimizer state in visit() order) and every layer's (layer_fingerprints), in one pass over
-/// memory: each buffer is read once, in chunks that feed the whole state's hash and the layer's
-/// while they are in cache. Device buffers are copied to the host first, once each.
-template <class Model, class Params, class Grad, class State>
-std::pair<Fingerprint, std::vector<LayerFingerprints>> state_and_layer_fingerprints(const Model& model,
-                                                                                   const Params& params,
-                                                                                   const Grad& gradient,
-                                                                                   const State& optimizer_state) {
-  struct Slice {
-    std::size_t layer, begin, end;
-  };
-  std::vector<Slice> slices;
-  for (std::size_t l = 0; l < Model::depth; ++l) {
-    const std::size_t begin = model.canonical_parameter_offset(l), end = model.canonical_parameter_offset(l + 1);
-    if (end > begin) slices.push_back({l, begin, end});
-  }
-  std::vector<LayerFingerprints> out(slices.size());
-  for (std::size_t i = 0; i < slices.size(); ++i) out[i].layer = slices[i].layer;
-  constexpr std::size_t chunk = 8192;  // floats: 32 KiB, hashed a second time from cache
-  // Stream a buffer's layer slices into `layer_hash(i)` and, when given, into the whole state's hash.
-  auto stream = [&](const auto& buffer, RawHasher* whole, auto&& layer_hash) {
-    const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), buffer);
-    const auto* data = host.data();
-    for (std::size_t i = 0; i < slices.size(); ++i) {
-      RawHasher layer;
-      for (std::size_t at = slices[i].begin; at < slices[i].end; at += chunk) {
-        const std::size_t n = (at + chunk < slices[i].end ? chunk : slices[i].end - at) * sizeof(*data);
-        layer.bytes(data + at, n);
-        if (whole) whole->bytes(data + at, n);
-      }
-      layer_hash(i) = layer.finish();
-    }
-  };
-  RawHasher whole;
-  stream(params, &whole, [&](std::size_t i) -> Fingerprint& { return out[i].parameters; });
-  stream(gradient, nullptr, [&](std::size_t i) -> Fingerprint& { return out[i].gradient; });
-  optimizer_state.visit([&](const char* name, const auto& x) {
-    if constexpr (Kokkos::is_view<std::remove_cvref_t<decltype(x)>>::value) {
-      if (x.extent(0) == 0) return;
-      for (auto& f : out) f.optimizer.emplace_back(name, Fingerprint{});
-      stream(x, &whole, [&](std::size_t i) -> Fingerprint& { return out[i].optimizer.back().second; });
-    } else {
-      whole.bytes(&x, sizeof x);
-    }
-  });
-  return {whole.finish(), std::move(out)};
-}
-
-}  // namespace detail
-
-/**
- * Per layer with parameters, the fingerprints of its slice of the canonical parameters, reduced
- * gradient and optimizer state buffers (the slices [canonical_parameter_offset(l),
- * canonical_parameter_offset(l + 1))). The arguments are in the one-process layout: a whole
- * model's, or the canonical copies Sharding::collect gathers. Local; copies device buffers to the
- * host once each.
- *
- * @param model    a Sequential (its canonical layer offsets are used; it may be a shard)
- * @param params   the canonical parameters
- * @param gradient the canonical reduced gradient (same length)
- * @param optimizer_state  an optimizer state_type in the canonical layout
- */
-template <class Model, class Params, class Grad, class State>
-  requires Kokkos::is_view<Params>::value && Kokkos::is_view<Grad>::value
-[[nodiscard]] std::vector<LayerFingerprints> layer_fingerprints(const Model& model, const Params& params,
-                                                                const Grad& gradient, const State& optimizer_state) {
-  return detail::state_and_layer_fingerprints(model, params, gradient, optimizer_state).second;
-}
-
-namespace detail {
-
 /// XXH3-128 of the bytes of the first `rows` rows of a row-major matrix (copied to the host first
 /// when it lives elsewhere).
 template <class Matrix>
 Fingerprint rows_fingerprint(const Matrix& m, long rows) {
   const auto top = Kokkos::subview(m, Kokkos::make_pair(0L, rows), Kokkos::ALL);
   const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), top);
-  RawHasher h;
-  h.bytes(host.data(), static_cast<std::size_t>(rows) * host.extent(1) * sizeof(*host.data()));
-  return h.finish();
+  const XXH128_hash_t h =
+      XXH3_128bits(host.data(), static_cast<std::size_t>(rows) * host.extent(1) * sizeof(*host.data()));
+  return {h.high64, h.low64};
 }
 
 }  // namespace detail
@@ -500,26 +402,31 @@ class Tracer {
       }
       std::optional<std::vector<TensorFingerprints>> kept;
       if (level_ >= TraceLevel::tensor) kept = tensors;
-      post_line([offsets = LayerOffsets<Model::depth>(model), canonical = std::move(canonical), m, M,
-                 kept = std::move(kept)] {
-        // The whole state's fingerprint and the layers' in one pass over memory.
-        const auto [state, layers] =
-            state_and_layer_fingerprints(offsets, canonical.params, canonical.state.gradient, canonical.state.optimizer);
-        return trace_step_line(m, M, state, &layers, kept ? &*kept : nullptr);
+      TraceFingerprintPlan plan(model);
+      plan.add_parameters(canonical.params);
+      plan.add_gradient(canonical.state.gradient);
+      plan.add_optimizer_state(canonical.state.optimizer);
+      post_fingerprints(par, std::move(plan), [m, M, kept = std::move(kept)](const TraceFingerprintPlan& p) {
+        const auto layers = p.layers();
+        return trace_step_line(m, M, p.state(), &layers, kept ? &*kept : nullptr);
       });
-    } else if (Sharding<Par>::is_shard(model)) {
-      auto canonical = sharding.collect(par, model, optimizer_state);
-      gathered();
-      if (writer)
-        post_line([canonical = std::move(canonical), m, M] {
-          return trace_step_line(m, M, whole(canonical.params, canonical.state), nullptr);
-        });
     } else {
-      gathered();
-      if (writer)
-        post_line([params = model.parameters(), state = optimizer_state, m, M] {
-          return trace_step_line(m, M, whole(params, state), nullptr);
-        });
+      TraceFingerprintPlan plan(model);
+      if (Sharding<Par>::is_shard(model)) {
+        auto canonical = sharding.collect(par, model, optimizer_state);
+        gathered();
+        if (!writer) return;
+        plan.add_parameters(canonical.params);
+        plan.add_optimizer_state(canonical.state);
+      } else {
+        gathered();
+        if (!writer) return;
+        plan.add_parameters(model.parameters());
+        plan.add_optimizer_state(optimizer_state);
+      }
+      post_fingerprints(par, std::move(plan), [m, M](const TraceFingerprintPlan& p) {
+        return trace_step_line(m, M, p.state(), nullptr);
+      });
     }
   }
 
@@ -560,23 +467,30 @@ class Tracer {
       std::is_same_v<typename Par::execution_space::memory_space, Kokkos::HostSpace> &&
       !RecoverableParallelism<Par> && !ShardedParallelism<Par>;
 
-  // A model's canonical layer offsets, copied, for a line computed behind the training thread
-  // (state_and_layer_fingerprints reads depth and canonical_parameter_offset() only).
-  template <std::size_t Depth>
-  struct LayerOffsets {
-    static constexpr std::size_t depth = Depth;
-    std::array<std::size_t, Depth + 1> at{};
-    template <class Model>
-    explicit LayerOffsets(const Model& model) {
-      for (std::size_t l = 0; l <= Depth; ++l) at[l] = model.canonical_parameter_offset(l);
+  // Post the line of a step whose fingerprints `plan` holds. The chunks are hashed on the training
+  // thread's own team when the line is written inline, or when every CPU this process may use has
+  // a training thread (a helper thread would take its time from one of them, and the barriers of
+  // the others then wait for it); otherwise, with a CPU to spare, on the helper thread behind the
+  // training. The same bits either way (trace_fingerprints.hpp).
+  template <class MakeLine>
+  void post_fingerprints(Par& par, TraceFingerprintPlan plan, MakeLine make_line) {
+    if (!behind_training || concurrency(par.space()) >= available_cpus()) {
+      if constexpr (is_host_space_v<typename Par::execution_space>)
+        plan.hash(par.space());
+      else
+        plan.hash(Kokkos::DefaultHostExecutionSpace{});
+      plan.drop_buffers();
     }
-    [[nodiscard]] std::size_t canonical_parameter_offset(std::size_t l) const { return at[l]; }
-  };
+    post_line([plan = std::move(plan), make_line = std::move(make_line)]() mutable {
+      if (!plan.hashed()) plan.hash();
+      return make_line(plan);
+    });
+  }
 
   // Post the job that computes a line and appends it to the file (in posting order).
   template <class MakeLine>
   void post_line(MakeLine make_line) {
-    writer_.post([this, make_line = std::move(make_line)]() -> std::string {
+    writer_.post([this, make_line = std::move(make_line)]() mutable -> std::string {
       file_.append(make_line());
       return file_.error();
     });
@@ -604,14 +518,6 @@ class Tracer {
     }
   };
 
-  // The whole state's fingerprint, as Trainer::fingerprint computes it.
-  template <class Params, class State>
-  static Fingerprint whole(const Params& params, const State& optimizer_state) {
-    FingerprintBuilder b;
-    b.add(params);
-    optimizer_state.visit([&](const char*, const auto& x) { b.add(x); });
-    return b.finish();
-  }
   // The rank that writes: the one that writes checkpoints, which holds the canonical state.
   template <class Model>
   static bool writes(Par& par, const Model& model) {

@@ -32,6 +32,9 @@
 #include <string>
 #include <vector>
 
+#include <algorithm>
+#include <cmath>
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -47,6 +50,47 @@ template <class Mem>
 auto small_model() {
   using namespace reprosgd;
   return make_sequential<Mem>(Dense{784, 24}, ReLU{}, Dropout{0.2f}, Dense{24, 16}, Tanh{}, Dense{16, 10});
+}
+
+// The trace fingerprint's tree (trainer/trace_fingerprints.hpp), written out from its definition:
+// XXH3-128 of each 64 KiB chunk of a tensor's bytes, and of the chunks' canonical digests.
+XXH128_hash_t tree_of(const float* data, std::size_t count) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(data);
+  const std::size_t n = count * sizeof(float), chunk = 65536;
+  std::vector<XXH128_canonical_t> digests;
+  for (std::size_t at = 0; at < n; at += chunk) {
+    digests.emplace_back();
+    XXH128_canonicalFromHash(&digests.back(), XXH3_128bits(bytes + at, std::min(chunk, n - at)));
+  }
+  return XXH3_128bits(digests.data(), digests.size() * sizeof(XXH128_canonical_t));
+}
+std::string hex_of(XXH128_hash_t h) { return reprosgd::Fingerprint{h.high64, h.low64}.hex(); }
+
+// The whole state's trace fingerprint from its definition: the parameters' layer tensors, then
+// each optimizer buffer's layer tensors or a scalar's bytes, in visit() order.
+template <class Model, class State>
+std::string reference_state(const Model& model, const State& state) {
+  XXH3_state_t whole;
+  XXH3_128bits_reset(&whole);
+  auto tensors = [&](const auto& v) {
+    const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+    for (std::size_t l = 0; l < Model::depth; ++l) {
+      const std::size_t b = model.canonical_parameter_offset(l), e = model.canonical_parameter_offset(l + 1);
+      if (b == e) continue;
+      XXH128_canonical_t c;
+      XXH128_canonicalFromHash(&c, tree_of(host.data() + b, e - b));
+      XXH3_128bits_update(&whole, &c, sizeof c);
+    }
+  };
+  tensors(model.parameters());
+  state.visit([&](const char*, const auto& x) {
+    if constexpr (Kokkos::is_view<std::remove_cvref_t<decltype(x)>>::value) {
+      if (x.extent(0) > 0) tensors(x);
+    } else {
+      XXH3_128bits_update(&whole, &x, sizeof x);
+    }
+  });
+  return hex_of(XXH3_128bits_digest(&whole));
 }
 
 reprosgd::TrainerOptions options(const std::string& trace, reprosgd::TraceLevel level) {
@@ -184,7 +228,7 @@ TEST_SUITE("trainer/trace") {
     trainer.fit(model, adam, state, data().train, &data().test);
     const auto lines = lines_of(read_file(trace));
     REQUIRE(lines.size() == 1 + 16 + 2);  // the header, 16 steps, an evaluation after each epoch
-    CHECK(lines[0].rfind("{\"trace\":\"reprosgd\",\"version\":1,\"level\":\"layer\",\"layers\":[{\"layer\":0,"
+    CHECK(lines[0].rfind("{\"trace\":\"reprosgd\",\"version\":2,\"level\":\"layer\",\"layers\":[{\"layer\":0,"
                          "\"description\":\"dense(784,24,he)\",\"parameters\":18840}",
                          0) == 0);
     CHECK(lines[0].find("\"config\":{\"layer.0\":\"dense(784,24,he)\"") != std::string::npos);
@@ -193,8 +237,11 @@ TEST_SUITE("trainer/trace") {
     const std::string last = lines[17];
     CHECK(last.rfind("{\"event\":\"step\",\"step\":15,\"epoch\":1,\"micro_batches\":[60,64],", 0) == 0);
     CHECK(lines[18].rfind("{\"event\":\"evaluation\",\"step\":15,\"epoch\":1,", 0) == 0);
-    // The whole state: Trainer::fingerprint of the final state.
-    CHECK(string_field(last, "state") == trainer.fingerprint(model, state).hex());
+    // The whole state: its trace fingerprint, as defined and as the library computes it; not
+    // Trainer::fingerprint, a sequential XXH3 of the same bytes.
+    CHECK(string_field(last, "state") == reference_state(model, state.optimizer));
+    CHECK(string_field(last, "state") == reprosgd::trace_state_fingerprint(model, state.optimizer).hex());
+    CHECK(string_field(last, "state") != trainer.fingerprint(model, state).hex());
     // Each layer with parameters: its slices of the parameters and of Adam's m and v.
     std::size_t traced = 0;
     for (std::size_t l = 0; l < decltype(model)::depth; ++l) {
@@ -207,10 +254,8 @@ TEST_SUITE("trainer/trace") {
       ++traced;
       REQUIRE_FALSE(part.empty());
       auto slice = [&](const auto& v) {
-        reprosgd::FingerprintBuilder f;
         const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-        f.add(Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(host.data() + b, e - b));
-        return f.finish().hex();
+        return hex_of(tree_of(host.data() + b, e - b));
       };
       CHECK(string_field(part, "parameters") == slice(model.parameters()));
       CHECK(string_field(part, "m") == slice(state.optimizer.m));
@@ -238,12 +283,11 @@ TEST_SUITE("trainer/trace") {
       const std::size_t b = model.canonical_parameter_offset(l), e = model.canonical_parameter_offset(l + 1);
       if (b == e) continue;
       const std::string part = layer_part(last, l);
-      const reprosgd::Fingerprint direct =
-          reprosgd::fingerprint(Kokkos::subview(state.optimizer.kept, Kokkos::make_pair(b, e)));
-      CHECK(string_field(part, "gradient") == direct.hex());
-      CHECK(string_field(part, "kept") == direct.hex());
+      const std::string direct = hex_of(tree_of(state.optimizer.kept.data() + b, e - b));
+      CHECK(string_field(part, "gradient") == direct);
+      CHECK(string_field(part, "kept") == direct);
       // A gradient is not the parameters: the two fingerprints are of different bytes.
-      CHECK(string_field(part, "parameters") != direct.hex());
+      CHECK(string_field(part, "parameters") != direct);
       ++checked;
     }
     CHECK(checked == 3);
@@ -278,6 +322,52 @@ TEST_SUITE("trainer/trace") {
   }
   TEST_CASE_TEMPLATE_APPLY(trace_backends, reprosgd_test::host_spaces);
 
+  TEST_CASE("trace fingerprints: the same bits hashed on the calling thread, on Serial and on every host thread") {
+    // A layer of 18,840 floats spans two 64 KiB chunks, the second partial; Adam adds two buffers
+    // and a scalar. Every way of hashing the chunks gives the same state and layer fingerprints.
+    auto model = small_model<Kokkos::HostSpace>();
+    reprosgd::Trainer<reprosgd::Serial<Kokkos::DefaultHostExecutionSpace>> trainer(options("", reprosgd::TraceLevel::step));
+    reprosgd::Adam adam{{.lr = 2e-3f}};
+    auto state = trainer.start(model, adam);
+    Kokkos::View<float*, Kokkos::HostSpace> gradient("gradient", model.parameter_count());
+    Kokkos::deep_copy(gradient, 0.25f);
+    auto plan = [&] {
+      reprosgd::detail::TraceFingerprintPlan p(model);
+      p.add_parameters(model.parameters());
+      p.add_gradient(gradient);
+      p.add_optimizer_state(state.optimizer);
+      return p;
+    };
+    auto here = plan(), serial = plan(), team = plan();
+    here.hash();
+    serial.hash(Kokkos::Serial{});
+    team.hash(Kokkos::DefaultHostExecutionSpace{});
+    team.drop_buffers();  // the results need the digests only
+    CHECK(here.state() == serial.state());
+    CHECK(here.state() == team.state());
+    CHECK(here.state().hex() == reference_state(model, state.optimizer));
+    const auto a = here.layers(), b = team.layers();
+    REQUIRE(a.size() == 3);
+    REQUIRE(b.size() == 3);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      CHECK(a[i].layer == b[i].layer);
+      CHECK(a[i].parameters == b[i].parameters);
+      CHECK(a[i].gradient == b[i].gradient);
+      REQUIRE(a[i].optimizer.size() == 2);
+      CHECK(a[i].optimizer == b[i].optimizer);
+    }
+    // One bit of one parameter in the second, partial chunk of layer 0 changes the state and that
+    // layer's parameters only.
+    model.parameters()(18000) = std::nextafter(model.parameters()(18000), 1.0f);
+    auto flipped = plan();
+    flipped.hash();
+    CHECK(flipped.state() != here.state());
+    const auto c = flipped.layers();
+    CHECK(c[0].parameters != a[0].parameters);
+    CHECK(c[1].parameters == a[1].parameters);
+    CHECK(c[0].gradient == a[0].gradient);
+  }
+
   TEST_CASE("step level: one line per step with the whole state's fingerprint, no layers") {
     using Space = Kokkos::DefaultHostExecutionSpace;
     TempDir tmp;
@@ -291,7 +381,7 @@ TEST_SUITE("trainer/trace") {
     REQUIRE(lines.size() == 17);
     CHECK(lines[0].find("\"level\":\"step\"") != std::string::npos);
     for (std::size_t i = 1; i < lines.size(); ++i) CHECK(lines[i].find("\"layers\"") == std::string::npos);
-    CHECK(string_field(lines.back(), "state") == reprosgd::fingerprint(model, state.optimizer).hex());
+    CHECK(string_field(lines.back(), "state") == reference_state(model, state.optimizer));
   }
 
   TEST_CASE("lines written behind the training thread are on disk when fit() returns or throws") {
@@ -322,14 +412,14 @@ TEST_SUITE("trainer/trace") {
       REQUIRE(lines.size() == 5);
       CHECK(state.step == 4);
       CHECK(lines.back().find("\"step\":3,") != std::string::npos);
-      CHECK(string_field(lines.back(), "state") == reprosgd::fingerprint(model, state.optimizer).hex());
+      CHECK(string_field(lines.back(), "state") == reference_state(model, state.optimizer));
     }
   }
 
   TEST_CASE("a resumed trace keeps the steps before the resume and drops later and torn lines") {
     TempDir tmp;
     const auto path = (tmp.path / "t.trace").string();
-    const std::string header = "{\"trace\":\"reprosgd\",\"version\":1,\"level\":\"step\",\"layers\":[],\"config\":{}}\n";
+    const std::string header = "{\"trace\":\"reprosgd\",\"version\":2,\"level\":\"step\",\"layers\":[],\"config\":{}}\n";
     {
       std::ofstream out(path, std::ios::binary);
       out << header << "{\"event\":\"step\",\"step\":0,\"x\":1}\n{\"event\":\"step\",\"step\":1,\"x\":1}\n"
@@ -352,7 +442,7 @@ TEST_SUITE("trainer/trace") {
     CHECK(read_file(path) == header);
     // Another configuration's trace is not continued.
     reprosgd::detail::TraceFile f;
-    const std::string other = "{\"trace\":\"reprosgd\",\"version\":1,\"level\":\"layer\",\"layers\":[],\"config\":{}}\n";
+    const std::string other = "{\"trace\":\"reprosgd\",\"version\":2,\"level\":\"layer\",\"layers\":[],\"config\":{}}\n";
     CHECK_THROWS_AS(f.open(path, other, 3), reprosgd::config_error);
     // A trace that cannot be written is an io_error.
     CHECK_THROWS_AS(f.open((tmp.path / "no" / "such" / "dir.trace").string(), header, 0), reprosgd::io_error);
