@@ -3,14 +3,20 @@
 /// with momentum, and the peak memory of the process; JSON lines.
 ///
 ///   build/bench/train_bench [--micro-batch 128] [--steps 20] [--repeats 7] [--reduction exact|native]
-///                           [--feature-chunk 64] [--trace off|step|layer] [--kokkos-threads=N]
-///                           (under mpiexec -n P with MPI)
+///                           [--feature-chunk 64] [--trace off|step|layer|interleaved]
+///                           [--kokkos-threads=N] (under mpiexec -n P with MPI)
 ///
 /// --feature-chunk sets the Dense layers' feature chunk: the input gradient is an Exact sum over
 /// chunks, so 64 (the default) costs 8 chunk GEMMs and grid passes per 512-wide layer, 512 one
 /// plain GEMM (a different model numerically: the chunk width is part of the model).
 /// --trace step|layer writes the determinism trace (TrainerOptions::trace) to a temporary file,
 /// removed at the end: the step times then include its fingerprints (docs/diagnosis.md).
+/// --trace interleaved runs all three (off, step, layer) in one process: three trainers take turns,
+/// a segment each, the order rotating every round, and a line per level is printed. The traced
+/// lines add "x_untraced", the median over rounds of the time per step traced / untraced in the
+/// same round. Between processes a 2-core VM's rates at 2 threads differ by up to half; the
+/// segments of one round share the process and the same few seconds, so their ratio resolves a
+/// few percent.
 #include <reprosgd/reprosgd.hpp>
 #include <reprosgd/reduction/native.hpp>
 #if REPROSGD_HAS_MPI
@@ -22,8 +28,12 @@
 #include "bench_common.hpp"
 
 #include <cstdio>
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <vector>
 #include <unistd.h>
 
 namespace {
@@ -40,48 +50,136 @@ struct Args {
   bool smoke = false;
 };
 
-template <class Par>
-int run(const Args& a) {
-  using namespace reprosgd;
-  const long batch = a.smoke ? 16 : 128;
-  const long mb = a.smoke ? 8 : a.micro_batch;
-  const long steps = a.smoke ? 2 : a.steps;
-  const int repeats = a.smoke ? 1 : a.repeats;
-  const long warmup = a.smoke ? 1 : 3;
-  const long total = warmup + steps * repeats;
-  const auto data = make_synthetic_classification(1, static_cast<std::size_t>(batch * 50), 784, 10, {.separation = 0.2f});
-  TrainerOptions o;
-  o.global_batch = batch;
-  o.micro_batch = mb;
-  o.steps = total;
-  o.seed = 1;
-  o.evaluate_each_epoch = false;
-  if (a.trace != "off") {
-    o.trace = (std::filesystem::temp_directory_path() /
-               ("reprosgd_train_bench_" + std::to_string(::getpid()) + ".trace")).string();
-    o.trace_level = a.trace == "layer" ? TraceLevel::layer : TraceLevel::step;
+using Mlp = reprosgd::Sequential<reprosgd::Dense, reprosgd::ReLU, reprosgd::Dense, reprosgd::ReLU, reprosgd::Dense>;
+
+/// What every run of the bench shares: the sizes, the data, the model, the optimizer and the
+/// trainer's options.
+struct Setup {
+  long batch, mb, steps, warmup;
+  int repeats, hidden, feature_chunk;
+  reprosgd::Dataset<Kokkos::HostSpace> data;
+  reprosgd::Sgd sgd{{.lr = 0.01f, .momentum = 0.9f}};
+  explicit Setup(const Args& a)
+      : batch(a.smoke ? 16 : 128), mb(a.smoke ? 8 : a.micro_batch), steps(a.smoke ? 2 : a.steps),
+        warmup(a.smoke ? 1 : 3), repeats(a.smoke ? 1 : a.repeats), hidden(a.smoke ? 32 : 512),
+        feature_chunk(a.feature_chunk),
+        data(reprosgd::make_synthetic_classification(1, static_cast<std::size_t>(batch * 50), 784, 10,
+                                                     {.separation = 0.2f})) {}
+  /// `trace` is "off", "step" or "layer"; a trace goes to a temporary file of this process.
+  reprosgd::TrainerOptions options(const std::string& trace, long total) const {
+    using namespace reprosgd;
+    TrainerOptions o;
+    o.global_batch = batch;
+    o.micro_batch = mb;
+    o.steps = total;
+    o.seed = 1;
+    o.evaluate_each_epoch = false;
+    if (trace != "off") {
+      o.trace = (std::filesystem::temp_directory_path() /
+                 ("reprosgd_train_bench_" + std::to_string(::getpid()) + "_" + trace + ".trace")).string();
+      o.trace_level = trace == "layer" ? TraceLevel::layer : TraceLevel::step;
+    }
+    return o;
   }
+  Mlp model() const {
+    using namespace reprosgd;
+    const int h = hidden, fc = feature_chunk;
+    return Mlp{Dense{784, h, Init::he_normal, fc}, ReLU{}, Dense{h, h, Init::he_normal, fc}, ReLU{},
+               Dense{h, 10, Init::he_normal, fc}};
+  }
+};
+
+/// One JSON line; `x_untraced` (the traced / untraced time per step) is left out when negative.
+template <class Par>
+void print_line(const Par& par, const Args& a, const Setup& s, const std::string& trace, double median, double best,
+                double x_untraced) {
+  if (par.rank() != 0) return;
+  const auto ctx = reprosgd_bench::run_context<typename Par::execution_space>(par.size());
+  char extra[48] = "";
+  if (x_untraced >= 0.0) std::snprintf(extra, sizeof extra, "\"x_untraced\":%.4f,", x_untraced);
+  std::printf(
+      "{\"bench\":\"train\",\"model\":\"%s\",\"batch\":%ld,\"micro_batch\":%ld,\"optimizer\":\"sgd-momentum\","
+      "\"backend\":\"%s\",\"threads\":%d,\"ranks\":%d,\"reduction\":\"%s\",\"feature_chunk\":%d,\"trace\":\"%s\","
+      "%s\"samples_per_s\":%.1f,\"samples_per_s_best\":%.1f,\"repeats\":%d,\"steps_per_repeat\":%ld,"
+      "\"peak_rss_mib\":%.1f,\"git\":\"%s\"}\n",
+      a.smoke ? "784-32-32-10" : "784-512-512-10", s.batch, s.mb, ctx.backend, ctx.threads, ctx.ranks,
+      Par::reduction_type::name(), s.feature_chunk, trace.c_str(), extra, median, best, s.repeats, s.steps,
+      reprosgd_bench::peak_rss_mib(), ctx.git);
+}
+
+/// One trainer at one trace level, fit in one go: warmup steps, then `repeats` timed segments.
+template <class Par>
+int run(const Args& a, const Setup& s) {
+  using namespace reprosgd;
+  const auto o = s.options(a.trace, s.warmup + s.steps * s.repeats);
   Trainer<Par> trainer(o);
-  const int h = a.smoke ? 32 : 512, fc = a.feature_chunk;
-  Sequential model{Dense{784, h, Init::he_normal, fc}, ReLU{}, Dense{h, h, Init::he_normal, fc}, ReLU{},
-                   Dense{h, 10, Init::he_normal, fc}};
-  const Sgd sgd{{.lr = 0.01f, .momentum = 0.9f}};
-  auto state = trainer.start(model, sgd);
+  auto model = s.model();
+  auto state = trainer.start(model, s.sgd);
   StepClock clock;
-  trainer.fit(model, sgd, state, data, clock);
-  const auto rates = reprosgd_bench::segment_rates(clock, warmup, steps, repeats, batch);
+  trainer.fit(model, s.sgd, state, s.data, clock);
+  const auto rates = reprosgd_bench::segment_rates(clock, s.warmup, s.steps, s.repeats, s.batch);
   if (!o.trace.empty() && trainer.parallelism().rank() == 0) std::filesystem::remove(o.trace);
-  const auto ctx = reprosgd_bench::run_context<typename Par::execution_space>(trainer.parallelism().size());
-  if (trainer.parallelism().rank() == 0)
-    std::printf(
-        "{\"bench\":\"train\",\"model\":\"%s\",\"batch\":%ld,\"micro_batch\":%ld,\"optimizer\":\"sgd-momentum\","
-        "\"backend\":\"%s\",\"threads\":%d,\"ranks\":%d,\"reduction\":\"%s\",\"feature_chunk\":%d,\"trace\":\"%s\","
-        "\"samples_per_s\":%.1f,\"samples_per_s_best\":%.1f,\"repeats\":%d,\"steps_per_repeat\":%ld,"
-        "\"peak_rss_mib\":%.1f,\"git\":\"%s\"}\n",
-        a.smoke ? "784-32-32-10" : "784-512-512-10", batch, mb, ctx.backend, ctx.threads, ctx.ranks,
-        Par::reduction_type::name(), a.feature_chunk, a.trace.c_str(), rates.median, rates.best, repeats, steps,
-        reprosgd_bench::peak_rss_mib(), ctx.git);
+  print_line(trainer.parallelism(), a, s, a.trace, rates.median, rates.best, -1.0);
   return 0;
+}
+
+/// A callback that stops fit() once step `last` (0-based) has run.
+struct StopAfter {
+  std::uint64_t last;
+  bool on_step_end(const reprosgd::StepMetrics& m) const { return m.step >= last; }
+};
+
+/// A trainer of its own at one trace level, resumed a segment at a time.
+template <class Par>
+struct Contender {
+  std::string trace;
+  reprosgd::TrainerOptions options;
+  reprosgd::Trainer<Par> trainer;
+  Mlp model;
+  reprosgd::TrainState<reprosgd::Sgd, typename reprosgd::Trainer<Par>::memory_space> state;
+  std::vector<double> rates;  // samples/s of each round's segment
+  Contender(const Setup& s, std::string level, long total)
+      : trace(std::move(level)), options(s.options(trace, total)), trainer(options), model(s.model()),
+        state(trainer.start(model, s.sgd)) {}
+  // Run `steps` timed steps after `lead` untimed ones: the first step of a fit() call ends after
+  // its start-up checks (and, traced, after the trace file is reopened), so it is never timed.
+  void segment(const Setup& s, long lead) {
+    StepClock clock;
+    StopAfter stop{state.step + static_cast<std::uint64_t>(lead + s.steps) - 1};
+    trainer.fit(model, s.sgd, state, s.data, clock, stop);
+    const double t = clock.t.back() - clock.t[clock.t.size() - 1 - static_cast<std::size_t>(s.steps)];
+    rates.push_back(static_cast<double>(s.steps * s.batch) / t);
+  }
+};
+
+/// The three trace levels in one process, a segment each per round, in the order off, step, layer
+/// shifted by one every round (so no level always follows the same one).
+template <class Par>
+int run_interleaved(const Args& a, const Setup& s) {
+  const char* const levels[] = {"off", "step", "layer"};
+  const long total = s.warmup + 1 + (s.steps + 1) * s.repeats;
+  std::vector<std::unique_ptr<Contender<Par>>> c;
+  for (const char* level : levels) c.push_back(std::make_unique<Contender<Par>>(s, level, total));
+  for (int r = 0; r < s.repeats; ++r)
+    for (int k = 0; k < 3; ++k) {
+      auto& x = *c[static_cast<std::size_t>((r + k) % 3)];
+      x.segment(s, r == 0 ? s.warmup + 1 : 1);
+    }
+  for (const auto& x : c) {
+    std::vector<double> ratios;
+    for (std::size_t r = 0; r < x->rates.size(); ++r) ratios.push_back(c[0]->rates[r] / x->rates[r]);
+    const double x_untraced = x->trace == "off" ? -1.0 : reprosgd_bench::median_of(ratios);
+    print_line(x->trainer.parallelism(), a, s, x->trace, reprosgd_bench::upper_median_of(x->rates),
+               *std::max_element(x->rates.begin(), x->rates.end()), x_untraced);
+    if (!x->options.trace.empty() && x->trainer.parallelism().rank() == 0) std::filesystem::remove(x->options.trace);
+  }
+  return 0;
+}
+
+template <class Par>
+int run_mode(const Args& a) {
+  const Setup s(a);
+  return a.trace == "interleaved" ? run_interleaved<Par>(a, s) : run<Par>(a, s);
 }
 
 }  // namespace
@@ -110,16 +208,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train_bench: --feature-chunk must be a positive integer\n");
     return 2;
   }
-  if (a.trace != "off" && a.trace != "step" && a.trace != "layer") {
-    std::fprintf(stderr, "train_bench: --trace must be off, step or layer\n");
+  if (a.trace != "off" && a.trace != "step" && a.trace != "layer" && a.trace != "interleaved") {
+    std::fprintf(stderr, "train_bench: --trace must be off, step, layer or interleaved\n");
     return 2;
   }
   using Space = Kokkos::DefaultExecutionSpace;
 #if REPROSGD_HAS_MPI
-  if (a.reduction == "native") return run<reprosgd::DataParallel<Space, reprosgd::Native>>(a);
-  return run<reprosgd::DataParallel<Space, reprosgd::Exact>>(a);
+  if (a.reduction == "native") return run_mode<reprosgd::DataParallel<Space, reprosgd::Native>>(a);
+  return run_mode<reprosgd::DataParallel<Space, reprosgd::Exact>>(a);
 #else
-  if (a.reduction == "native") return run<reprosgd::Serial<Space, reprosgd::Native>>(a);
-  return run<reprosgd::Serial<Space, reprosgd::Exact>>(a);
+  if (a.reduction == "native") return run_mode<reprosgd::Serial<Space, reprosgd::Native>>(a);
+  return run_mode<reprosgd::Serial<Space, reprosgd::Exact>>(a);
 #endif
 }

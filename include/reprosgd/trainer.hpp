@@ -41,6 +41,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <system_error>
 #include <tuple>
@@ -396,7 +397,15 @@ class Trainer {
     // Apply the step only once every rank completed it: either every survivor applies it or none does.
     if constexpr (RecoverableParallelism<Par>) (void)par_.step_completed_everywhere(true);  // throws if not
     const execution_space space = par_.space();
-    opt.step(space, state.optimizer, model.parameters(), step_.grad_sum(), sm.lr);
+    bool updated = false;  // by a step_ranges() that hashed the step's trace fingerprints as it went
+    if constexpr (RangedStepOptimizer<Opt> && detail::is_host_space_v<execution_space>)
+      updated = trace_.update_hashed(par_, model, state.optimizer, step_.grad_sum(), sm.step,
+                                     [&](std::span<const ElementRange> ranges, auto after) {
+                                       opt.step_ranges(space, state.optimizer, model.parameters(), step_.grad_sum(),
+                                                       sm.lr, ranges, after);
+                                       space.fence();
+                                     });
+    if (!updated) opt.step(space, state.optimizer, model.parameters(), step_.grad_sum(), sm.lr);
     space.fence();
     ++state.step;
     run.last = sm;

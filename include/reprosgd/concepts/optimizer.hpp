@@ -8,6 +8,9 @@
 ///   scalars. visit() enumerates them in a canonical order (fingerprints, checkpoints); nothing else
 ///   carries state between steps, so a restored state continues bit for bit.
 /// - check() throws config_error for invalid hyperparameters before anything runs.
+///
+/// Optionally (RangedStepOptimizer), step_ranges(): the same step over given element ranges on a
+/// host execution space, calling back after each range; the built-in optimizers have it.
 #pragma once
 
 #include <reprosgd/config.hpp>
@@ -18,6 +21,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 REPROSGD_BEGIN_NAMESPACE
@@ -28,7 +32,16 @@ struct StateArchetypeVisitor {
   template <class V>
   void operator()(const char*, const V&) const {}
 };
+/// A callback accepting a range index (the archetype of step_ranges()' `after`).
+struct RangeArchetypeCallback {
+  void operator()(std::size_t) const {}
+};
 }  // namespace detail
+
+/// Elements [begin, end) of the parameters.
+struct ElementRange {
+  std::size_t begin = 0, end = 0;
+};
 
 /// An optimizer usable by Trainer.
 template <class O>
@@ -43,6 +56,22 @@ concept Optimizer =
       { o.template init<Kokkos::DefaultExecutionSpace::memory_space>(n) } -> std::same_as<decltype(state)>;
       o.step(Kokkos::DefaultExecutionSpace(), state, p, p, lr);
       state.visit(detail::StateArchetypeVisitor{});
+    };
+
+/**
+ * An Optimizer whose step can also run on a host execution space over given element `ranges`
+ * (in order, together covering every parameter exactly once), one range per work item, calling
+ * `after(r)` on the thread that updated range r once its last element is written — while the
+ * range is still in that core's cache. Each element gets the same IEEE operations as in step(),
+ * so the bits are step()'s, whatever the ranges. The Trainer hashes a traced step's fingerprint
+ * chunks there (docs/diagnosis.md, "What a trace costs"); an optimizer without it is traced by
+ * hashing after its step().
+ */
+template <class O>
+concept RangedStepOptimizer =
+    Optimizer<O> && requires(const O o, typename O::template state_type<Kokkos::HostSpace> state,
+                             Buffer<Kokkos::HostSpace> p, float lr, std::span<const ElementRange> ranges) {
+      o.step_ranges(Kokkos::DefaultHostExecutionSpace(), state, p, p, lr, ranges, detail::RangeArchetypeCallback{});
     };
 
 REPROSGD_END_NAMESPACE

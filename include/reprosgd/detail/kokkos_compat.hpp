@@ -17,6 +17,14 @@
 #error "reprosgd: Kokkos 3.4 or newer is required"
 #endif
 
+/// Code of a KOKKOS_INLINE_FUNCTION that exists only on the host (Kokkos 4's KOKKOS_IF_ON_HOST,
+/// which Kokkos 3.4 lacks): left out of the device passes of CUDA and HIP.
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define REPROSGD_HOST_ONLY(...)
+#else
+#define REPROSGD_HOST_ONLY(...) __VA_ARGS__
+#endif
+
 REPROSGD_BEGIN_NAMESPACE
 namespace detail {
 

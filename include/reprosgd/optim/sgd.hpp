@@ -3,12 +3,14 @@
 #pragma once
 
 #include <reprosgd/concepts/optimizer.hpp>
+#include <reprosgd/detail/kokkos_compat.hpp>
 #include <reprosgd/error.hpp>
 #include <reprosgd/optim/describe.hpp>
 
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 REPROSGD_BEGIN_NAMESPACE
@@ -79,6 +81,43 @@ struct Sgd {
 
   template <class ExecSpace, class MemSpace, class P, class G>
   void step(const ExecSpace& space, state_type<MemSpace>& state, const P& params, const G& grads, float lr) const {
+    run(space, state, params, grads, lr, FixedBlocks{static_cast<long>(params.extent(0))});
+  }
+  /// step() over `ranges` on a host execution space, calling `after(r)` once range r is updated
+  /// (RangedStepOptimizer).
+  template <class ExecSpace, class MemSpace, class P, class G, class After>
+  void step_ranges(const ExecSpace& space, state_type<MemSpace>& state, const P& params, const G& grads, float lr,
+                   std::span<const ElementRange> ranges, After after) const {
+    static_assert(detail::is_host_space_v<ExecSpace>, "reprosgd::Sgd::step_ranges runs on a host execution space");
+    run(space, state, params, grads, lr, GivenRanges<After>{ranges.data(), static_cast<long>(ranges.size()), after});
+  }
+
+  /// The work items of an update: fixed blocks of 2048 elements, nothing after each.
+  struct FixedBlocks {
+    static constexpr long block = 2048;
+    long n;
+    KOKKOS_INLINE_FUNCTION long count() const { return (n + block - 1) / block; }
+    KOKKOS_INLINE_FUNCTION long begin(long c) const { return c * block; }
+    KOKKOS_INLINE_FUNCTION long end(long c) const { return (c + 1) * block < n ? (c + 1) * block : n; }
+    KOKKOS_INLINE_FUNCTION void after(long) const {}
+  };
+  /// The work items of step_ranges(): the given ranges, `after` called after each (on the host).
+  template <class After>
+  struct GivenRanges {
+    const ElementRange* ranges;
+    long n;
+    After callback;
+    KOKKOS_INLINE_FUNCTION long count() const { return n; }
+    KOKKOS_INLINE_FUNCTION long begin(long c) const { return static_cast<long>(ranges[c].begin); }
+    KOKKOS_INLINE_FUNCTION long end(long c) const { return static_cast<long>(ranges[c].end); }
+    KOKKOS_INLINE_FUNCTION void after(long c) const { REPROSGD_HOST_ONLY(callback(static_cast<std::size_t>(c));) }
+  };
+
+  /// step() on the work items `blocks`. Public only because nvcc cannot compile a device lambda
+  /// in a private member function (nor in what it calls).
+  template <class ExecSpace, class MemSpace, class P, class G, class Blocks>
+  void run(const ExecSpace& space, state_type<MemSpace>& state, const P& params, const G& grads, float lr,
+           const Blocks& blocks) const {
     const float mu = options.momentum, wd = options.weight_decay, keep = 1.0f - options.dampening;
     const bool nesterov = options.nesterov, use_v = mu != 0.0f;
     // Dampened momentum: the first step's velocity is the gradient itself (PyTorch's buffer clone).
@@ -86,21 +125,20 @@ struct Sgd {
     float* p = params.data();
     const float* g = grads.data();
     float* v = state.velocity.data();
-    const long n = static_cast<long>(params.extent(0));
     // One loop per case, the options hoisted out: the per-element operations (and so the bits) are
     // those of the general formula, but the loops have no branches and vectorise.
     if (wd != 0.0f) {
-      if (!use_v) update<true, false, false>(space, n, p, g, v, mu, wd, lr);
-      else if (nesterov) update<true, true, true>(space, n, p, g, v, mu, wd, lr);
-      else if (damp == first) update<true, true, false, first>(space, n, p, g, v, mu, wd, lr);
-      else if (damp == damped) update<true, true, false, damped>(space, n, p, g, v, mu, wd, lr, keep);
-      else update<true, true, false>(space, n, p, g, v, mu, wd, lr);
+      if (!use_v) update<true, false, false>(space, blocks, p, g, v, mu, wd, lr);
+      else if (nesterov) update<true, true, true>(space, blocks, p, g, v, mu, wd, lr);
+      else if (damp == first) update<true, true, false, first>(space, blocks, p, g, v, mu, wd, lr);
+      else if (damp == damped) update<true, true, false, damped>(space, blocks, p, g, v, mu, wd, lr, keep);
+      else update<true, true, false>(space, blocks, p, g, v, mu, wd, lr);
     } else {
-      if (!use_v) update<false, false, false>(space, n, p, g, v, mu, wd, lr);
-      else if (nesterov) update<false, true, true>(space, n, p, g, v, mu, wd, lr);
-      else if (damp == first) update<false, true, false, first>(space, n, p, g, v, mu, wd, lr);
-      else if (damp == damped) update<false, true, false, damped>(space, n, p, g, v, mu, wd, lr, keep);
-      else update<false, true, false>(space, n, p, g, v, mu, wd, lr);
+      if (!use_v) update<false, false, false>(space, blocks, p, g, v, mu, wd, lr);
+      else if (nesterov) update<false, true, true>(space, blocks, p, g, v, mu, wd, lr);
+      else if (damp == first) update<false, true, false, first>(space, blocks, p, g, v, mu, wd, lr);
+      else if (damp == damped) update<false, true, false, damped>(space, blocks, p, g, v, mu, wd, lr, keep);
+      else update<false, true, false>(space, blocks, p, g, v, mu, wd, lr);
     }
     ++state.steps;
   }
@@ -110,22 +148,22 @@ struct Sgd {
 
   /// g' = g + wd p (WD); v = mu v + g' (DAMP none; first: v = g', damped: v = mu v + keep g'),
   /// g' = V ? (NESTEROV ? g' + mu v : v) : g'; p = p - lr g'.
-  /// Chunks of 2048 elements per work item, a plain loop inside (vectorised on the host).
-  /// Public only because nvcc cannot compile a device lambda in a private member function; the
-  /// options are tested with plain `if`s on template constants (nvcc also refuses a device lambda
-  /// whose first use of a captured variable is inside `if constexpr`): the branches fold away all the same.
-  template <bool WD, bool V, bool NESTEROV, int DAMP = none, class ExecSpace>
-  static void update(const ExecSpace& space, long n, float* p_, const float* g_, float* v_, float mu, float wd,
-                     float lr, float keep = 1.0f) {
-    constexpr long chunk = 2048;
+  /// One work item per block of `blocks`, a plain loop inside (vectorised on the host), then
+  /// blocks.after(). Public only because nvcc cannot compile a device lambda in a private member
+  /// function; the options are tested with plain `if`s on template constants (nvcc also refuses a
+  /// device lambda whose first use of a captured variable is inside `if constexpr`): the branches
+  /// fold away all the same.
+  template <bool WD, bool V, bool NESTEROV, int DAMP = none, class ExecSpace, class Blocks>
+  static void update(const ExecSpace& space, const Blocks& blocks, float* p_, const float* g_, float* v_, float mu,
+                     float wd, float lr, float keep = 1.0f) {
     Kokkos::parallel_for(
-        "reprosgd::Sgd::step", Kokkos::RangePolicy<ExecSpace>(space, 0, (n + chunk - 1) / chunk),
+        "reprosgd::Sgd::step", Kokkos::RangePolicy<ExecSpace>(space, 0, blocks.count()),
         KOKKOS_LAMBDA(const long c) {
           float* KOKKOS_RESTRICT p = p_;
           const float* KOKKOS_RESTRICT g = g_;
           float* KOKKOS_RESTRICT v = v_;
-          const long hi = (c + 1) * chunk < n ? (c + 1) * chunk : n;
-          for (long i = c * chunk; i < hi; ++i) {
+          const long hi = blocks.end(c);
+          for (long i = blocks.begin(c); i < hi; ++i) {
             float gi = g[i];
             if (WD) gi = gi + wd * p[i];
             if (V) {
@@ -135,11 +173,12 @@ struct Sgd {
             }
             p[i] = p[i] - lr * gi;
           }
+          blocks.after(c);
         });
   }
 };
 
-static_assert(Optimizer<Sgd>);
+static_assert(RangedStepOptimizer<Sgd>);
 
 /// Plain SGD without momentum (ensmallen's name for it).
 inline Sgd standard_sgd(float lr) { return Sgd{{.lr = lr}}; }

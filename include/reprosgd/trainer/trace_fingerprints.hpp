@@ -18,16 +18,19 @@
 /// docs/diagnosis.md, "Fingerprints", states the same definition for readers of a trace.
 #pragma once
 
+#include <reprosgd/concepts/optimizer.hpp>
 #include <reprosgd/config.hpp>
 #include <reprosgd/detail/kokkos_compat.hpp>
 #include <reprosgd/fingerprint.hpp>
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <any>
 #include <cstring>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -131,6 +134,35 @@ class TraceFingerprintPlan {
       XXH128_canonicalFromHash(&digests_[i], XXH3_128bits(chunks_[i].data, chunks_[i].bytes));
     hashed_ = true;
   }
+  /// Whether hash_within() can be used: every buffer holds floats and the parameters' count, so
+  /// that chunk r of every buffer covers the same elements.
+  template <class Model>
+  [[nodiscard]] bool hashable_within(const Model& model) const noexcept {
+    const std::size_t n = model.canonical_parameter_offset(Model::depth);
+    return !first_chunk_.empty() && std::all_of(float_count_.begin(), float_count_.end(), [n](std::size_t c) { return c == n; });
+  }
+  /// Hash every chunk inside a kernel of the caller: `launch(ranges, after)` gets the elements
+  /// [begin, end) of each buffer's chunk r as ranges[r] and must call after(r) once for every r,
+  /// on a host thread, after the last write to those elements (an optimizer's step_ranges()).
+  /// Then the optimizer's scalars are read again from `state`, as they are after the launch.
+  template <class State, class Launch>
+  void hash_within(const State& state, Launch&& launch) {
+    std::vector<ElementRange> ranges;
+    const std::size_t per_chunk = trace_chunk_bytes / sizeof(float);
+    for (const Slice& sl : slices_)
+      for (std::size_t at = sl.begin; at < sl.end; at += per_chunk)
+        ranges.push_back({at, at + per_chunk < sl.end ? at + per_chunk : sl.end});
+    launch(std::span<const ElementRange>(ranges), ChunkHasher{this});
+    std::size_t k = 0;
+    state.visit([&](const char*, const auto& x) {
+      using X = std::remove_cvref_t<decltype(x)>;
+      if constexpr (!Kokkos::is_view<X>::value) {
+        while (elements_[k].buffer != no_buffer) ++k;
+        std::memcpy(elements_[k++].scalar.data(), &x, sizeof x);
+      }
+    });
+    hashed_ = true;
+  }
   [[nodiscard]] bool hashed() const noexcept { return hashed_; }
   /// Release the buffers (after hash(): the digests are all that the results need).
   void drop_buffers() {
@@ -179,6 +211,16 @@ class TraceFingerprintPlan {
     std::size_t buffer;  // index into first_chunk_, or no_buffer for a scalar
     std::string scalar;  // a scalar's bytes
   };
+  // hash_within()'s callback: chunk r of every buffer.
+  struct ChunkHasher {
+    TraceFingerprintPlan* plan;
+    void operator()(std::size_t r) const {
+      for (const auto& firsts : plan->first_chunk_) {
+        const std::size_t i = firsts.front() + r;
+        XXH128_canonicalFromHash(&plan->digests_[i], XXH3_128bits(plan->chunks_[i].data, plan->chunks_[i].bytes));
+      }
+    }
+  };
   // XXH3-128 over digests and bytes, streamed.
   class Combiner {
    public:
@@ -218,6 +260,7 @@ class TraceFingerprintPlan {
     }
     firsts.push_back(chunks_.size());
     digests_.resize(chunks_.size());
+    float_count_.push_back(std::is_same_v<std::remove_cv_t<typename View::value_type>, float> ? v.extent(0) : 0);
     first_chunk_.push_back(std::move(firsts));
     return first_chunk_.size() - 1;
   }
@@ -232,6 +275,7 @@ class TraceFingerprintPlan {
   std::vector<Chunk> chunks_;
   std::vector<XXH128_canonical_t> digests_;
   std::vector<std::vector<std::size_t>> first_chunk_;  // per buffer: each slice's first chunk, then the end
+  std::vector<std::size_t> float_count_;               // per buffer: its element count if floats, else 0
   std::vector<std::any> keep_;                         // the host Views the chunks point into
   std::vector<Element> elements_;
   std::size_t parameters_ = no_buffer, gradient_ = no_buffer;
