@@ -9,8 +9,10 @@
 
 #include <support/exec_spaces.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -122,6 +124,53 @@ TEST_SUITE("optim") {
     }
   }
   TEST_CASE_TEMPLATE_APPLY(adam_id, reprosgd_test::spaces);
+
+  TEST_CASE_TEMPLATE_DEFINE("step_ranges: the bits of step() over any ranges, after(r) once per range once it is written",
+                            Space, ranges_id) {
+    const long n = 40000;
+    // Ragged ranges: one element, several of the Sgd's 2048-element blocks and a partial one,
+    // a trace chunk (16384 floats), a short one, the rest.
+    const std::vector<reprosgd::ElementRange> ranges{{0, 1}, {1, 7001}, {7001, 23385}, {23385, 23390}, {23390, 40000}};
+    auto check = [&](const auto& opt, auto&& states_equal) {
+      B p1 = filled("p1", n, 3), p2 = filled("p2", n, 3), seen("seen", n);
+      auto s1 = opt.template init<Mem>(n);
+      auto s2 = opt.template init<Mem>(n);
+      for (int step = 0; step < 3; ++step) {
+        B g = filled("g", n, 30 + step);
+        std::vector<std::atomic<int>> calls(ranges.size());
+        opt.step(Space(), s1, p1, g, 0.01f);
+        opt.step_ranges(Space(), s2, p2, g, 0.01f, std::span<const reprosgd::ElementRange>(ranges),
+                        [&](std::size_t r) {
+                          ++calls[r];
+                          for (std::size_t i = ranges[r].begin; i < ranges[r].end; ++i) seen(i) = p2(i);
+                        });
+        Space().fence();
+        for (const auto& c : calls) CHECK(c.load() == 1);
+        REPROSGD_CHECK_BITWISE_EQUAL(p2, p1);
+        REPROSGD_CHECK_BITWISE_EQUAL(seen, p2);  // what after(r) saw was the range's final value
+        states_equal(s1, s2);
+      }
+    };
+    for (const auto& sgd : {reprosgd::Sgd{{.lr = 0.05f}}, reprosgd::Sgd{{.lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-3f}},
+                            reprosgd::Sgd{{.lr = 0.05f, .momentum = 0.9f, .nesterov = true}},
+                            reprosgd::Sgd{{.lr = 0.05f, .momentum = 0.5f, .dampening = 0.3f}}}) {
+      CAPTURE(sgd.describe());
+      check(sgd, [](const auto& a, const auto& b) {
+        if (a.velocity.extent(0) > 0) REPROSGD_CHECK_BITWISE_EQUAL(b.velocity, a.velocity);
+        CHECK(b.steps == a.steps);
+      });
+    }
+    auto adam_equal = [](const auto& a, const auto& b) {
+      REPROSGD_CHECK_BITWISE_EQUAL(b.m, a.m);
+      REPROSGD_CHECK_BITWISE_EQUAL(b.v, a.v);
+      CHECK(b.steps == a.steps);
+      CHECK(b.beta1_power == a.beta1_power);
+      CHECK(b.beta2_power == a.beta2_power);
+    };
+    check(reprosgd::Adam{{.lr = 1e-2f, .weight_decay = 0.01f}}, adam_equal);
+    check(reprosgd::AdamW{{.lr = 1e-2f, .weight_decay = 0.01f}}, adam_equal);
+  }
+  TEST_CASE_TEMPLATE_APPLY(ranges_id, reprosgd_test::host_spaces);
 
   TEST_CASE("known values") {
     B p("p", 1), g("g", 1);

@@ -23,10 +23,12 @@
 #include <support/fake_recoverable.hpp>
 #include <support/fiber_world.hpp>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -321,6 +323,54 @@ TEST_SUITE("trainer/trace") {
     CHECK(run("split_at_epoch.trace", Space{}, 8) == reference);
   }
   TEST_CASE_TEMPLATE_APPLY(trace_backends, reprosgd_test::host_spaces);
+
+  TEST_CASE("fingerprints hashed inside the optimizer's update when no CPU is free: the bytes of those hashed behind it") {
+    // Kokkos::Serial trains on one thread. With a second CPU in this thread's affinity mask the
+    // trace's helper thread hashes each step's state behind the training; with the mask narrowed
+    // to one CPU none is free, so the update (step_ranges) hashes each chunk as it writes it. On a
+    // one-CPU machine both runs take the second way and the test still checks it against the
+    // definition.
+    struct OneCpu {  // narrows this thread's affinity mask to its first CPU, for its lifetime
+      cpu_set_t saved;
+      OneCpu() {
+        REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+          if (CPU_ISSET(c, &saved)) {
+            CPU_SET(c, &one);
+            break;
+          }
+        REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+      }
+      ~OneCpu() { sched_setaffinity(0, sizeof saved, &saved); }
+    };
+    auto run = [](const std::string& trace, reprosgd::TraceLevel level, const auto& opt, bool one_cpu) {
+      std::optional<OneCpu> narrowed;
+      if (one_cpu) {
+        narrowed.emplace();
+        REQUIRE(reprosgd::detail::available_cpus() == 1);
+      }
+      reprosgd::Trainer<reprosgd::Serial<Kokkos::Serial>> trainer(options(trace, level));
+      auto model = small_model<Kokkos::HostSpace>();
+      auto state = trainer.start(model, opt);
+      trainer.fit(model, opt, state, data().train, &data().test);
+      CHECK(string_field(lines_of(read_file(trace)).end()[-2], "state") == reference_state(model, state.optimizer));
+      return read_file(trace);
+    };
+    auto both_ways = [&](const auto& opt) {
+      for (const auto level : {reprosgd::TraceLevel::step, reprosgd::TraceLevel::layer}) {
+        CAPTURE(static_cast<int>(level));
+        TempDir tmp;
+        const std::string behind = run((tmp.path / "behind.trace").string(), level, opt, false);
+        const std::string inside = run((tmp.path / "inside.trace").string(), level, opt, true);
+        CHECK(lines_of(inside).size() == 19);  // the header, 16 steps, 2 evaluations
+        CHECK(inside == behind);
+      }
+    };
+    both_ways(reprosgd::Sgd{{.lr = 0.05f, .momentum = 0.9f, .dampening = 0.25f}});  // the first step differs
+    both_ways(reprosgd::Adam{{.lr = 2e-3f, .weight_decay = 1e-4f}});
+  }
 
   TEST_CASE("trace fingerprints: the same bits hashed on the calling thread, on Serial and on every host thread") {
     // A layer of 18,840 floats spans two 64 KiB chunks, the second partial; Adam adds two buffers
