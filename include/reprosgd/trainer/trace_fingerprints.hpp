@@ -197,6 +197,18 @@ class TraceFingerprintPlan {
     return out;
   }
 
+  /// hash_within()'s callback: chunk r of every buffer. Public only because nvcc refuses a private
+  /// type in what an extended __host__ __device__ lambda captures (Sgd::update captures it).
+  struct ChunkHasher {
+    TraceFingerprintPlan* plan;
+    void operator()(std::size_t r) const {
+      for (const auto& firsts : plan->first_chunk_) {
+        const std::size_t i = firsts.front() + r;
+        XXH128_canonicalFromHash(&plan->digests_[i], XXH3_128bits(plan->chunks_[i].data, plan->chunks_[i].bytes));
+      }
+    }
+  };
+
  private:
   static constexpr std::size_t no_buffer = ~std::size_t{0};
   struct Slice {
@@ -210,16 +222,6 @@ class TraceFingerprintPlan {
     std::string name;
     std::size_t buffer;  // index into first_chunk_, or no_buffer for a scalar
     std::string scalar;  // a scalar's bytes
-  };
-  // hash_within()'s callback: chunk r of every buffer.
-  struct ChunkHasher {
-    TraceFingerprintPlan* plan;
-    void operator()(std::size_t r) const {
-      for (const auto& firsts : plan->first_chunk_) {
-        const std::size_t i = firsts.front() + r;
-        XXH128_canonicalFromHash(&plan->digests_[i], XXH3_128bits(plan->chunks_[i].data, plan->chunks_[i].bytes));
-      }
-    }
   };
   // XXH3-128 over digests and bytes, streamed.
   class Combiner {
