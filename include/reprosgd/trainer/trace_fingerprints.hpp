@@ -124,14 +124,13 @@ class TraceFingerprintPlan {
     XXH128_canonical_t* out = digests_.data();
     Kokkos::parallel_for("reprosgd::trace_fingerprints",
                          Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Static>>(space, 0, chunks_.size()),
-                         [=](std::size_t i) { XXH128_canonicalFromHash(&out[i], XXH3_128bits(chunks[i].data, chunks[i].bytes)); });
+                         [=](std::size_t i) { hash_chunk(chunks[i], &out[i]); });
     space.fence();
     hashed_ = true;
   }
   /// Hash every chunk on the calling thread.
   void hash() {
-    for (std::size_t i = 0; i < chunks_.size(); ++i)
-      XXH128_canonicalFromHash(&digests_[i], XXH3_128bits(chunks_[i].data, chunks_[i].bytes));
+    for (std::size_t i = 0; i < chunks_.size(); ++i) hash_chunk(chunks_[i], &digests_[i]);
     hashed_ = true;
   }
   /// Whether hash_within() can be used: every buffer holds floats and the parameters' count, so
@@ -204,7 +203,7 @@ class TraceFingerprintPlan {
     void operator()(std::size_t r) const {
       for (const auto& firsts : plan->first_chunk_) {
         const std::size_t i = firsts.front() + r;
-        XXH128_canonicalFromHash(&plan->digests_[i], XXH3_128bits(plan->chunks_[i].data, plan->chunks_[i].bytes));
+        hash_chunk(plan->chunks_[i], &plan->digests_[i]);
       }
     }
   };
@@ -223,6 +222,10 @@ class TraceFingerprintPlan {
     std::size_t buffer;  // index into first_chunk_, or no_buffer for a scalar
     std::string scalar;  // a scalar's bytes
   };
+  // A chunk's digest: every path that hashes chunks (hash(), hash_within()) goes through here.
+  static void hash_chunk(const Chunk& c, XXH128_canonical_t* out) {
+    XXH128_canonicalFromHash(out, XXH3_128bits(c.data, c.bytes));
+  }
   // XXH3-128 over digests and bytes, streamed.
   class Combiner {
    public:
