@@ -20,6 +20,7 @@
 #include <reprosgd/concepts/rng_stream.hpp>
 #include <reprosgd/data/dataset.hpp>
 #include <reprosgd/data/keyed_permutation.hpp>
+#include <reprosgd/data/sample_stream.hpp>
 #include <reprosgd/error.hpp>
 #include <reprosgd/fault/policies.hpp>
 #include <reprosgd/fingerprint.hpp>
@@ -169,6 +170,54 @@ class Trainer {
     static_assert(in_my_memory<Model>, "reprosgd::Trainer: the model's parameters must live in the memory space of "
                                        "the policy's execution space (make_sequential<memory_space>(layers...))");
     FitRun run = plan_fit(train);
+    return run_fit(run, model, opt, state, train, test, callbacks...);
+  }
+  /// fit() without a test set.
+  template <class Model, Optimizer Opt, class Data, Callback... Callbacks>
+  FitResult fit(Model& model, const Opt& opt, TrainState<Opt, memory_space>& state, const Data& train,
+                Callbacks&... callbacks) {
+    return fit(model, opt, state, train, static_cast<const Data*>(nullptr), callbacks...);
+  }
+
+  /**
+   * Online training: `steps` steps from state.step on, each on a global batch drawn from the
+   * stream as it is now (SampleStream::batch_slots: step s's batch depends on s and on the
+   * stream's contents, not on how steps are grouped into calls). Call it between simulation steps.
+   * Collective, with the same checks, fault handling and trace as fit(); it writes no checkpoints of
+   * its own (save one with save_checkpoint(path, model, opt, state, stream, stream): the stream is
+   * then the checkpoint's user state, and a restarted run trains to the same bits).
+   *
+   * @throws data_error when the stream holds fewer samples than a global batch, config_error as
+   *         fit() and for a cosine schedule without total_steps (a stream has no end to count to)
+   * @collective @deterministic
+   */
+  template <class Model, Optimizer Opt, class MemorySpace, Callback... Callbacks>
+  FitResult train_steps(Model& model, const Opt& opt, TrainState<Opt, memory_space>& state,
+                        SampleStream<MemorySpace>& stream, long steps, Callbacks&... callbacks) {
+    if (steps < 1)
+      throw config_error("reprosgd::Trainer::train_steps: steps must be at least 1, got " + std::to_string(steps));
+    if (options_.schedule.kind == ScheduleKind::cosine && options_.schedule.total_steps == 0)
+      throw config_error("reprosgd::Trainer::train_steps: a cosine schedule needs total_steps on a stream (it has "
+                         "no epochs to count them from)");
+    const StreamBatches<MemorySpace> batches =
+        stream.batches(batch_space<MemorySpace>(), state.step, steps, options_.global_batch);
+    FitRun run;
+    run.B = options_.global_batch;
+    run.m = options_.micro_batch;
+    run.M = run.B / run.m;
+    run.steps_per_epoch = steps;
+    run.total = static_cast<long>(state.step) + steps;
+    run.stream_first = state.step;
+    if constexpr (buddy_snapshots) recovery_.forget_snapshot();
+    return run_fit(run, model, opt, state, batches, static_cast<const StreamBatches<MemorySpace>*>(nullptr),
+                   callbacks...);
+  }
+
+ private:
+  // fit()'s stages from `run` on (fit() and train_steps() plan it).
+  template <class Model, Optimizer Opt, class Data, class... Callbacks>
+  FitResult run_fit(detail::FitRun<Ckpt>& run, Model& model, const Opt& opt, TrainState<Opt, memory_space>& state,
+                    const Data& train, const Data* test, Callbacks&... callbacks) {
     // A trace line may be written behind the training thread: fit() returns, or throws, after it.
     struct SettleTrace {
       detail::Tracer<Par>& trace;
@@ -195,12 +244,16 @@ class Trainer {
     trace_.finish(par_);
     return run.result;
   }
-  /// fit() without a test set.
-  template <class Model, Optimizer Opt, class Data, Callback... Callbacks>
-  FitResult fit(Model& model, const Opt& opt, TrainState<Opt, memory_space>& state, const Data& train,
-                Callbacks&... callbacks) {
-    return fit(model, opt, state, train, static_cast<const Data*>(nullptr), callbacks...);
+  // Where a stream's batches are gathered: the training space when it can reach the stream's memory.
+  template <class MemorySpace>
+  auto batch_space() {
+    if constexpr (Kokkos::SpaceAccessibility<execution_space, MemorySpace>::accessible)
+      return par_.space();
+    else
+      return typename MemorySpace::execution_space();
   }
+
+ public:
 
   /**
    * Mean loss and accuracy of `model` on `data`, split into evaluation micro-batches across ranks and
@@ -277,7 +330,9 @@ class Trainer {
   template <class Model, Optimizer Opt, class Data>
   SnapshotInfo snapshot_info(const Model& model, const Opt& opt, const TrainState<Opt, memory_space>& state,
                              const Data& train) const {
-    return detail::snapshot_info(options_, config_of(model, opt, train), state.step, train.size());
+    std::size_t epoch_samples = train.size();
+    if constexpr (requires { train.stream_capacity(); }) epoch_samples = 0;  // a stream has no epochs
+    return detail::snapshot_info(options_, config_of(model, opt, train), state.step, epoch_samples);
   }
 
   // fit()'s sizes (local). Any buddy snapshot of an earlier fit() is dropped: this one takes its own.
@@ -368,11 +423,20 @@ class Trainer {
                     const Data& train, Callbacks&... callbacks) {
     const std::uint64_t step = state.step;
     const auto spe = static_cast<std::uint64_t>(run.steps_per_epoch);
-    const std::uint64_t epoch = step / spe;
+    std::uint64_t epoch = step / spe;
+    std::uint64_t position = step % spe;  // the step's batch in the epoch order, or in train_steps()' batches
+    if (run.stream_first) {
+      if (step < *run.stream_first)  // a rollback past the call's start (its batches are gone)
+        throw config_error("reprosgd::Trainer::train_steps: recovery rolled back to step " + std::to_string(step) +
+                           ", before this call's first step " + std::to_string(*run.stream_first) +
+                           " (keep --buddy-every snapshots within a call)");
+      epoch = 0;
+      position = step - *run.stream_first;
+    }
     if constexpr (FailureInjecting<Par>) par_.failure_point(step, FailurePoint::step);
-    if (options_.shuffle && (!run.order || run.order->epoch() != epoch))
+    if (options_.shuffle && !run.stream_first && (!run.order || run.order->epoch() != epoch))
       run.order.emplace(options_.seed, epoch, static_cast<std::uint64_t>(train.size()));
-    step_.compute(par_, rng_, options_.loss, model, train, run.order, step, static_cast<long>(step % spe), run.B, run.m,
+    step_.compute(par_, rng_, options_.loss, model, train, run.order, step, static_cast<long>(position), run.B, run.m,
                   &dump_);
     trace_.settle();  // the last step's line, computed behind this step's micro-batches, read grad_sum
     const ReductionResult red = step_.reduce(par_, run.M);
@@ -446,7 +510,7 @@ class Trainer {
       run.stage = Stage::epoch_end;
     }
     if (run.stage == Stage::epoch_end) {
-      if (run.last.step % spe == spe - 1) end_epoch(run, model, test, callbacks...);
+      if (!run.stream_first && run.last.step % spe == spe - 1) end_epoch(run, model, test, callbacks...);
       run.stage = Stage::stop_vote;
     }
     if (run.stage == Stage::stop_vote) {

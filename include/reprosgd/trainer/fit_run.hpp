@@ -36,6 +36,9 @@ struct FitRun {
   Schedule schedule;
   std::optional<CheckpointManager<Ckpt>> checkpoints;
   std::optional<KeyedPermutation> order;  // the current epoch's permutation
+  // train_steps(): the step the call started at; step s trains on the batches' rows of batch s -
+  // *stream_first (no epochs: no shuffle, no epoch end, no checkpoints of fit()'s own).
+  std::optional<std::uint64_t> stream_first;
   std::vector<StepRecord> epoch_steps;
   std::chrono::steady_clock::time_point epoch_start = std::chrono::steady_clock::now();
   FitStage stage = FitStage::start;

@@ -155,7 +155,12 @@ std::vector<std::pair<std::string, std::string>> describe_run(const TrainerOptio
   d.emplace_back("schedule", o.schedule.describe());
   d.emplace_back("rng", rng);
   d.emplace_back("reduction", reduction);
-  d.emplace_back("train_samples", std::to_string(train.size()));
+  // A stream (SampleStream, StreamBatches) is described by its capacity: an online run's
+  // configuration does not change as the stream fills or with how many steps a call runs.
+  if constexpr (requires { train.stream_capacity(); })
+    d.emplace_back("stream_capacity", std::to_string(train.stream_capacity()));
+  else
+    d.emplace_back("train_samples", std::to_string(train.size()));
   d.emplace_back("features", std::to_string(train.feature_count()));
   // Only for regression data, so that the descriptions (and checkpoints) of classification runs
   // are the ones they were before regression data existed.
