@@ -33,6 +33,7 @@
 #include <reprosgd/data/idx_reader.hpp>
 #include <reprosgd/data/keyed_permutation.hpp>
 #include <reprosgd/data/normalize.hpp>
+#include <reprosgd/data/sample_stream.hpp>
 #include <reprosgd/data/synthetic.hpp>
 
 #include <reprosgd/parallel/serial.hpp>
