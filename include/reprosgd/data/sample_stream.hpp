@@ -24,6 +24,58 @@
 
 REPROSGD_BEGIN_NAMESPACE
 
+namespace detail {
+
+// SampleStream's kernels, free functions: nvcc does not allow an extended lambda in a private member.
+template <class ExecSpace, class M>
+void stream_check_finite(const ExecSpace& space, const M& m, const std::vector<std::uint64_t>& ids, const char* what) {
+  const std::int64_t cols = static_cast<std::int64_t>(m.extent(1));
+  const std::int64_t n = static_cast<std::int64_t>(m.extent(0));
+  if (n == 0 || cols == 0) return;
+  std::int64_t first = n * cols;
+  Kokkos::parallel_reduce(
+      "reprosgd::SampleStream::check_finite", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(space, 0, n),
+      KOKKOS_LAMBDA(std::int64_t i, std::int64_t & lowest) {
+        for (std::int64_t j = 0; j < cols; ++j)
+          if (is_non_finite(m(i, j))) {
+            if (i * cols + j < lowest) lowest = i * cols + j;
+            break;
+          }
+      },
+      Kokkos::Min<std::int64_t>(first));
+  if (first >= n * cols) return;
+  const auto i = static_cast<std::size_t>(first / cols), j = static_cast<std::size_t>(first % cols);
+  Kokkos::View<float, Kokkos::HostSpace> value("reprosgd::SampleStream::value");
+  Kokkos::deep_copy(value, Kokkos::subview(m, i, j));
+  throw data_error("reprosgd::SampleStream::append: " + describe_non_finite(value()) + " in row " +
+                   std::to_string(i) + " (id " + std::to_string(ids[i]) + "), " + what + " " + std::to_string(j) +
+                   "; nothing appended");
+}
+
+template <class ExecSpace, class Map, class From, class To>
+void stream_copy_mapped(const ExecSpace& space, const Map& map, const From& from, const To& to) {
+  if constexpr (To::rank == 1) {
+    Kokkos::parallel_for("reprosgd::SampleStream::append", Kokkos::RangePolicy<ExecSpace>(space, 0, map.extent(0)),
+                         KOKKOS_LAMBDA(std::size_t q) { to(map(q, 1)) = from(map(q, 0)); });
+  } else {
+    const std::size_t cols = to.extent(1);
+    Kokkos::parallel_for("reprosgd::SampleStream::append", Kokkos::RangePolicy<ExecSpace>(space, 0, map.extent(0)),
+                         KOKKOS_LAMBDA(std::size_t q) {
+                           for (std::size_t j = 0; j < cols; ++j) to(map(q, 1), j) = from(map(q, 0), j);
+                         });
+  }
+}
+template <class ExecSpace, class Slots, class From, class To>
+void stream_gather(const ExecSpace& space, const Slots& slots, const From& from, const To& to) {
+  const std::size_t cols = to.extent(1);
+  Kokkos::parallel_for("reprosgd::SampleStream::batches", Kokkos::RangePolicy<ExecSpace>(space, 0, to.extent(0)),
+                       KOKKOS_LAMBDA(std::size_t i) {
+                         for (std::size_t j = 0; j < cols; ++j) to(i, j) = from(slots(i), j);
+                       });
+}
+
+}  // namespace detail
+
 /// What a full SampleStream does with a new sample (docs/surrogates.md, "Online training").
 enum class Replacement : std::uint8_t {
   /// Keep the newest `capacity` samples: the n-th sample offered (n counted from 0 in the
@@ -155,8 +207,8 @@ class SampleStream {
     const std::vector<std::uint64_t> host_ids = host_ids_of(ids);
     check_rows("targets", t.extent(0), t.extent(1), static_cast<std::size_t>(o_.targets), host_ids.size());
     check_rows("features", x.extent(0), x.extent(1), static_cast<std::size_t>(o_.features), host_ids.size());
-    check_finite(space, x, host_ids, "feature");
-    check_finite(space, t, host_ids, "target");
+    detail::stream_check_finite(space, x, host_ids, "feature");
+    detail::stream_check_finite(space, t, host_ids, "target");
     const Placement p = place(host_ids);
     copy_rows(space, p, x, features_);
     copy_rows(space, p, t, targets_);
@@ -178,7 +230,7 @@ class SampleStream {
     const std::vector<std::uint64_t> host_ids = host_ids_of(ids);
     check_rows("labels", y.extent(0), 1, 1, host_ids.size());
     check_rows("features", x.extent(0), x.extent(1), static_cast<std::size_t>(o_.features), host_ids.size());
-    check_finite(space, x, host_ids, "feature");
+    detail::stream_check_finite(space, x, host_ids, "feature");
     auto labels = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
     for (std::size_t i = 0; i < labels.extent(0); ++i)
       if (labels(i) < 0 || labels(i) >= o_.num_classes)
@@ -230,10 +282,10 @@ class SampleStream {
     out.features = Kokkos::subview(window_.features, r, Kokkos::ALL);
     out.num_classes = o_.num_classes;
     out.capacity = o_.capacity;
-    gather(space, slots, features_, out.features);
+    detail::stream_gather(space, slots, features_, out.features);
     if (is_regression()) {
       out.targets = Kokkos::subview(window_.targets, r, Kokkos::ALL);
-      gather(space, slots, targets_, out.targets);
+      detail::stream_gather(space, slots, targets_, out.targets);
     } else {
       out.labels = Kokkos::subview(window_.labels, r);
       auto from = labels_;
@@ -366,31 +418,6 @@ class SampleStream {
                        std::to_string(cols) + ", expected " + std::to_string(n) + " x " + std::to_string(want_cols) +
                        " (one row per id); nothing appended");
   }
-  template <class ExecSpace, class M>
-  static void check_finite(const ExecSpace& space, const M& m, const std::vector<std::uint64_t>& ids, const char* what) {
-    const std::int64_t cols = static_cast<std::int64_t>(m.extent(1));
-    const std::int64_t n = static_cast<std::int64_t>(m.extent(0));
-    if (n == 0 || cols == 0) return;
-    std::int64_t first = n * cols;
-    Kokkos::parallel_reduce(
-        "reprosgd::SampleStream::check_finite", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(space, 0, n),
-        KOKKOS_LAMBDA(std::int64_t i, std::int64_t & lowest) {
-          for (std::int64_t j = 0; j < cols; ++j)
-            if (detail::is_non_finite(m(i, j))) {
-              if (i * cols + j < lowest) lowest = i * cols + j;
-              break;
-            }
-        },
-        Kokkos::Min<std::int64_t>(first));
-    if (first >= n * cols) return;
-    const auto i = static_cast<std::size_t>(first / cols), j = static_cast<std::size_t>(first % cols);
-    Kokkos::View<float, Kokkos::HostSpace> value("reprosgd::SampleStream::value");
-    Kokkos::deep_copy(value, Kokkos::subview(m, i, j));
-    throw data_error("reprosgd::SampleStream::append: " + detail::describe_non_finite(value()) + " in row " +
-                     std::to_string(i) + " (id " + std::to_string(ids[i]) + "), " + what + " " + std::to_string(j) +
-                     "; nothing appended");
-  }
-
   // The canonical order (ids ascending, each once) and each sample's slot under the rule.
   Placement place(const std::vector<std::uint64_t>& ids) const {
     std::vector<std::uint64_t> order(ids.size());
@@ -440,35 +467,13 @@ class SampleStream {
     }
     auto map = Kokkos::create_mirror_view_and_copy(MemorySpace(), map_h);
     if constexpr (Kokkos::SpaceAccessibility<ExecSpace, typename From::memory_space>::accessible) {
-      copy_mapped(space, map, from, to);
+      detail::stream_copy_mapped(space, map, from, to);
     } else {
       auto staged = Kokkos::create_mirror_view_and_copy(MemorySpace(), from);
-      copy_mapped(space, map, staged, to);
+      detail::stream_copy_mapped(space, map, staged, to);
     }
     space.fence();
   }
-  template <class ExecSpace, class Map, class From, class To>
-  static void copy_mapped(const ExecSpace& space, const Map& map, const From& from, const To& to) {
-    if constexpr (To::rank == 1) {
-      Kokkos::parallel_for("reprosgd::SampleStream::append", Kokkos::RangePolicy<ExecSpace>(space, 0, map.extent(0)),
-                           KOKKOS_LAMBDA(std::size_t q) { to(map(q, 1)) = from(map(q, 0)); });
-    } else {
-      const std::size_t cols = to.extent(1);
-      Kokkos::parallel_for("reprosgd::SampleStream::append", Kokkos::RangePolicy<ExecSpace>(space, 0, map.extent(0)),
-                           KOKKOS_LAMBDA(std::size_t q) {
-                             for (std::size_t j = 0; j < cols; ++j) to(map(q, 1), j) = from(map(q, 0), j);
-                           });
-    }
-  }
-  template <class ExecSpace, class Slots, class From, class To>
-  static void gather(const ExecSpace& space, const Slots& slots, const From& from, const To& to) {
-    const std::size_t cols = to.extent(1);
-    Kokkos::parallel_for("reprosgd::SampleStream::batches", Kokkos::RangePolicy<ExecSpace>(space, 0, to.extent(0)),
-                         KOKKOS_LAMBDA(std::size_t i) {
-                           for (std::size_t j = 0; j < cols; ++j) to(i, j) = from(slots(i), j);
-                         });
-  }
-
   void commit(const Placement& p) {
     for (std::size_t q = 0; q < p.dst.size(); ++q) {
       if (p.dst[q] == ids_.size())
