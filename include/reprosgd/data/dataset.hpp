@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -214,33 +215,45 @@ void validate(const Dataset<MemorySpace>& data) {
 
 namespace detail {
 
-// The first non-finite element of a rank-2 View in row-major order, reported as `what` (feature
-// or target). One row per iteration: the first bad column of a row, then the integer minimum.
+// The first non-finite element of a rank-2 View in row-major order: (row, column, its text "NaN",
+// "+Inf" or "-Inf"), or none. One row per iteration: the first bad column of a row, then the
+// integer minimum, so the answer does not depend on threads.
+struct NonFinite {
+  std::size_t row = 0, column = 0;
+  std::string value;
+};
 template <class ExecSpace, class Matrix>
-void find_non_finite(const ExecSpace& space, const Matrix& features, const char* what) {
-  const std::int64_t cols = static_cast<std::int64_t>(features.extent(1));
-  const std::int64_t total = static_cast<std::int64_t>(features.extent(0)) * cols;
-  if (total == 0) return;
+std::optional<NonFinite> first_non_finite(const ExecSpace& space, const Matrix& m) {
+  const std::int64_t cols = static_cast<std::int64_t>(m.extent(1));
+  const std::int64_t total = static_cast<std::int64_t>(m.extent(0)) * cols;
+  if (total == 0) return std::nullopt;
   std::int64_t first = total;
   Kokkos::parallel_reduce(
       "reprosgd::validate_finite",
-      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(space, 0, static_cast<std::int64_t>(features.extent(0))),
-      KOKKOS_LAMBDA(std::int64_t i, std::int64_t & m) {
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(space, 0, static_cast<std::int64_t>(m.extent(0))),
+      KOKKOS_LAMBDA(std::int64_t i, std::int64_t & lowest) {
         for (std::int64_t j = 0; j < cols; ++j)
-          if (detail::is_non_finite(features(i, j))) {
-            if (i * cols + j < m) m = i * cols + j;
+          if (detail::is_non_finite(m(i, j))) {
+            if (i * cols + j < lowest) lowest = i * cols + j;
             break;
           }
       },
       Kokkos::Min<std::int64_t>(first));
   space.fence();
-  if (first >= total) return;
-  const std::size_t i = static_cast<std::size_t>(first / cols);
-  const std::size_t j = static_cast<std::size_t>(first % cols);
+  if (first >= total) return std::nullopt;
+  NonFinite bad{static_cast<std::size_t>(first / cols), static_cast<std::size_t>(first % cols), {}};
   Kokkos::View<float, Kokkos::HostSpace> value("reprosgd::validate_finite::value");
-  Kokkos::deep_copy(value, Kokkos::subview(features, i, j));
-  throw data_error("reprosgd::validate_finite: " + detail::describe_non_finite(value()) + " in sample " +
-                   std::to_string(i) + ", " + what + " " + std::to_string(j));
+  Kokkos::deep_copy(value, Kokkos::subview(m, bad.row, bad.column));
+  bad.value = detail::describe_non_finite(value());
+  return bad;
+}
+
+// Throws data_error naming the first non-finite element, reported as `what` (feature or target).
+template <class ExecSpace, class Matrix>
+void find_non_finite(const ExecSpace& space, const Matrix& features, const char* what) {
+  if (const auto bad = first_non_finite(space, features))
+    throw data_error("reprosgd::validate_finite: " + bad->value + " in sample " + std::to_string(bad->row) + ", " +
+                     what + " " + std::to_string(bad->column));
 }
 
 }  // namespace detail

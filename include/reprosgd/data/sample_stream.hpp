@@ -27,29 +27,13 @@ REPROSGD_BEGIN_NAMESPACE
 namespace detail {
 
 // SampleStream's kernels, free functions: nvcc does not allow an extended lambda in a private member.
+// data_error naming the first non-finite value of an append's rows, by row and logical id.
 template <class ExecSpace, class M>
 void stream_check_finite(const ExecSpace& space, const M& m, const std::vector<std::uint64_t>& ids, const char* what) {
-  const std::int64_t cols = static_cast<std::int64_t>(m.extent(1));
-  const std::int64_t n = static_cast<std::int64_t>(m.extent(0));
-  if (n == 0 || cols == 0) return;
-  std::int64_t first = n * cols;
-  Kokkos::parallel_reduce(
-      "reprosgd::SampleStream::check_finite", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(space, 0, n),
-      KOKKOS_LAMBDA(std::int64_t i, std::int64_t & lowest) {
-        for (std::int64_t j = 0; j < cols; ++j)
-          if (is_non_finite(m(i, j))) {
-            if (i * cols + j < lowest) lowest = i * cols + j;
-            break;
-          }
-      },
-      Kokkos::Min<std::int64_t>(first));
-  if (first >= n * cols) return;
-  const auto i = static_cast<std::size_t>(first / cols), j = static_cast<std::size_t>(first % cols);
-  Kokkos::View<float, Kokkos::HostSpace> value("reprosgd::SampleStream::value");
-  Kokkos::deep_copy(value, Kokkos::subview(m, i, j));
-  throw data_error("reprosgd::SampleStream::append: " + describe_non_finite(value()) + " in row " +
-                   std::to_string(i) + " (id " + std::to_string(ids[i]) + "), " + what + " " + std::to_string(j) +
-                   "; nothing appended");
+  if (const auto bad = first_non_finite(space, m))
+    throw data_error("reprosgd::SampleStream::append: " + bad->value + " in row " + std::to_string(bad->row) + " (id " +
+                     std::to_string(ids[bad->row]) + "), " + what + " " + std::to_string(bad->column) +
+                     "; nothing appended");
 }
 
 template <class ExecSpace, class Map, class From, class To>
