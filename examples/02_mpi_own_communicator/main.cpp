@@ -20,7 +20,7 @@
 /// 2 ranks, 3 ranks, and 2 ranks stopped then restarted on 3: the same `fingerprint` line each time.
 #include <reprosgd/reprosgd.hpp>
 #include <reprosgd/parallel/data_parallel.hpp>
-#include <reprosgd/parallel/gather_samples.hpp>
+#include <reprosgd/data/gather_samples.hpp>
 
 #include <cereal/types/vector.hpp>
 #include <mpi.h>

@@ -7,7 +7,7 @@
 #include <reprosgd/data/sample_stream.hpp>
 #include <reprosgd/error.hpp>
 #include <reprosgd/parallel/data_parallel.hpp>
-#include <reprosgd/parallel/gather_samples.hpp>
+#include <reprosgd/data/gather_samples.hpp>
 #include <reprosgd/parallel/serial.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -77,7 +77,7 @@ void expect_same(const Stream& a, const Stream& b) {
 }
 }  // namespace
 
-TEST_SUITE("parallel/gather_samples") {
+TEST_SUITE("data/gather_samples") {
   TEST_CASE("every rank's share gathered: the stream one process fills with all the rows, on every rank") {
     for (const bool classification : {false, true}) {
       CAPTURE(classification);
