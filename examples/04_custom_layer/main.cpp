@@ -5,8 +5,8 @@
 ///  1. reprosgd::testing::check_gradients compares each layer's backward with central differences
 ///     (every parameter and input gradient); one line per layer.
 ///  2. reprosgd::testing::find_nondeterminism trains a model holding them for a few steps on
-///     Kokkos::Serial and on the default host space (2 threads or more: `--kokkos-threads=2`) and
-///     checks that every layer gives the same bits in both.
+///     Kokkos::Serial, on the default host space (2 threads or more: `--kokkos-threads=2`) and on
+///     the GPU in a GPU build, and checks that every layer gives the same bits in all of them.
 ///  3. A Trainer trains Dense -> LearnedScale -> Gelu -> Dense on a synthetic problem and prints
 ///     `fingerprint <32 hex>` of the model and optimizer state: the same on 1 and 2 threads
 ///     (tests/examples runs both) and with the whole run on Kokkos::Serial, which the example
@@ -64,8 +64,13 @@ bool deterministic() {
 #else
   const Kokkos::DefaultHostExecutionSpace one_thread;  // no Serial backend: repeats only
 #endif
-  const auto report =
-      reprosgd::testing::find_nondeterminism(MakeModel{}, options, one_thread, Kokkos::DefaultHostExecutionSpace());
+  const auto report = [&] {
+    if constexpr (std::is_same_v<Kokkos::DefaultExecutionSpace, Kokkos::DefaultHostExecutionSpace>)
+      return reprosgd::testing::find_nondeterminism(MakeModel{}, options, one_thread, Kokkos::DefaultHostExecutionSpace());
+    else  // a GPU build: the device too
+      return reprosgd::testing::find_nondeterminism(MakeModel{}, options, one_thread, Kokkos::DefaultHostExecutionSpace(),
+                                                    Kokkos::DefaultExecutionSpace());
+  }();
   std::printf("%s\n", report.message().c_str());
   return report.deterministic();
 }
