@@ -76,7 +76,10 @@ reprosgd::TrainTest<Kokkos::HostSpace> load_data(const Config& c, bool say) {
   auto head = [](Dataset<Kokkos::HostSpace>& ds, long n) {
     if (n > 0 && static_cast<std::size_t>(n) < ds.size()) {
       ds.features = Kokkos::subview(ds.features, Kokkos::make_pair(0L, n), Kokkos::ALL());
-      ds.labels = Kokkos::subview(ds.labels, Kokkos::make_pair(0L, n));
+      if (ds.is_regression())
+        ds.targets = Kokkos::subview(ds.targets, Kokkos::make_pair(0L, n), Kokkos::ALL());
+      else
+        ds.labels = Kokkos::subview(ds.labels, Kokkos::make_pair(0L, n));
     }
   };
   head(d.train, c.train_samples);
@@ -84,6 +87,37 @@ reprosgd::TrainTest<Kokkos::HostSpace> load_data(const Config& c, bool say) {
   validate_finite(d.train);
   validate_finite(d.test);
   return d;
+}
+
+// --standardize inputs|all: the training set's per-column mean and standard deviation
+// (compute_normalization: deterministic, the same on every rank) of the features and, with `all`
+// and --loss mse, of the targets, applied to the training and test data in place and kept in
+// c.normalization for the model file.
+void standardize(Config& c, reprosgd::TrainTest<Kokkos::HostSpace>& d, bool say) {
+  using namespace reprosgd;
+  if (c.standardize == "none") return;
+  const bool same_test = d.test.features.data() == d.train.features.data();  // no --test-data: one set
+  c.normalization.inputs = compute_normalization(d.train.features);
+  apply_normalization(d.train, c.normalization.inputs);
+  if (!same_test) apply_normalization(d.test, c.normalization.inputs);
+  const bool targets = c.standardize == "all" && d.train.is_regression();
+  if (targets) {
+    c.normalization.outputs = compute_normalization(d.train.targets);
+    auto as_columns = [](const Dataset<Kokkos::HostSpace>& ds) {  // the targets, standardised like features
+      Dataset<Kokkos::HostSpace> t;
+      t.features = ds.targets;
+      return t;
+    };
+    apply_normalization(as_columns(d.train), c.normalization.outputs);
+    if (!same_test) apply_normalization(as_columns(d.test), c.normalization.outputs);
+  }
+  if (say)
+    std::printf("standardized %zu input features%s with the training set's mean and standard deviation (saved with "
+                "the model: predict applies them%s)%s\n",
+                c.normalization.inputs.size(),
+                targets ? (" and " + std::to_string(c.normalization.outputs.size()) + " targets").c_str() : "",
+                targets ? " and inverts the targets'" : "",
+                targets ? "; the epoch lines' loss and RMSE are in standardized units" : "");
 }
 
 #if !REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY
@@ -159,7 +193,7 @@ int with_model_parallel(const Config& c, const reprosgd::TrainTest<Kokkos::HostS
 }
 #endif
 
-int run(const Config& c) {
+int run(Config c) {  // a copy: standardize() adds the statistics it computed
   using namespace reprosgd;
   check_fp_environment();
   if (!c.grid.empty() && c.parallel != "hybrid")
@@ -180,7 +214,8 @@ int run(const Config& c) {
                        " is not built into this train_mlp (REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY, a variant build for "
                        "the cross-build checks)");
 #endif
-  const auto data = load_data(c, !c.quiet && world_rank() == 0);
+  auto data = load_data(c, !c.quiet && world_rank() == 0);
+  standardize(c, data, !c.quiet && world_rank() == 0);
 #if !REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY
   if (c.parallel != "data") return with_model_parallel(c, data);
   if (c.fault_tolerance != "abort") return with_fault_tolerance(c, data);
@@ -305,6 +340,10 @@ int main(int argc, char** argv) {
   app.add_option("--save-model", c.save_model,
                  "at the end, write the trained model (architecture and parameters, no optimizer state) to FILE, "
                  "for predict and reprosgd::load_model");
+  app.add_option("--standardize", c.standardize,
+                 "none | inputs (each feature to mean 0, std 1 with the training set's statistics) | all (and, "
+                 "with --loss mse, each target); saved with --save-model, applied and inverted by predict")
+      ->check(CLI::IsMember({"none", "inputs", "all"}));
   app.add_option("--save-initial", c.save_initial,
                  "before the first step, write the initial parameters (drawn from --seed) as a model file to FILE");
   app.add_option("--resume", c.resume, "auto (newest valid checkpoint in --checkpoint-dir) or a checkpoint file");

@@ -11,20 +11,21 @@
 namespace train_mlp {
 
 /**
- * Writes the model file `path` in `format` (binary | portable | json, as --format) with
+ * Writes the model file `path` in `format` (binary | portable | json, as --format), with the
+ * --standardize statistics (empty without it), with
  * reprosgd::save_trained_model (collective: under a model-parallel policy the shards are gathered
  * into the one-process layout first; one rank writes, every rank learns the verdict).
  */
 template <class Trainer, class Model, class State>
 void save_model_in_format(Trainer& trainer, const Model& model, const State& state, const std::string& path,
-                         const std::string& format) {
+                         const std::string& format, const reprosgd::Normalization& normalization) {
   using namespace reprosgd;
   if (format == "json")
-    reprosgd::save_trained_model<JsonFormat>(trainer, path, model, state);
+    reprosgd::save_trained_model<JsonFormat>(trainer, path, model, state, normalization);
   else if (format == "binary")
-    reprosgd::save_trained_model<BinaryFormat>(trainer, path, model, state);
+    reprosgd::save_trained_model<BinaryFormat>(trainer, path, model, state, normalization);
   else
-    reprosgd::save_trained_model<PortableBinaryFormat>(trainer, path, model, state);
+    reprosgd::save_trained_model<PortableBinaryFormat>(trainer, path, model, state, normalization);
 }
 
 }  // namespace train_mlp

@@ -95,6 +95,10 @@ struct Config {
   long buddy_every = 50;
   std::string save_model;  // --save-model FILE: the trained model as a model file (docs/surrogates.md)
   std::string save_initial;  // --save-initial FILE: the initial parameters as a model file
+  std::string standardize = "none";  // --standardize none|inputs|all
+  // What --standardize computed from the training set (set after loading): applied to the data
+  // trained and tested on, saved with --save-model / --save-initial, applied and inverted by predict.
+  reprosgd::Normalization normalization;
 };
 
 // Set when a peer process died during the run: Open MPI 5.0.x's MPI_Finalize can then hang on
@@ -253,7 +257,7 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
   auto state = trainer.start(model, opt);
   // The parameters start() drew from --seed: the same whether or not a checkpoint is loaded next.
   if (!c.save_initial.empty()) {
-    save_model_in_format(trainer, model, state, c.save_initial, c.format);
+    save_model_in_format(trainer, model, state, c.save_initial, c.format, c.normalization);
     if (!c.quiet && rank == 0) std::printf("initial model saved to %s\n", c.save_initial.c_str());
   }
   if (!c.quiet && rank == 0)
@@ -337,7 +341,7 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
   progress.finish();
   if (save_now && saved_at != state.step) save_now();
   if (!c.save_model.empty()) {
-    save_model_in_format(trainer, model, state, c.save_model, c.format);
+    save_model_in_format(trainer, model, state, c.save_model, c.format, c.normalization);
     if (!c.quiet && printing_rank(trainer.parallelism()) == 0) std::printf("model saved to %s\n", c.save_model.c_str());
   }
   const std::string fp = trainer.fingerprint(model, state).hex();

@@ -5,7 +5,8 @@
 # --no-shuffle, --dampening, --beta1/--beta2/--eps change the bits and are deterministic; options
 # of another optimizer, out-of-range values and cross-entropy on float targets are refused with
 # exit 2 or 3 and one line; --save-initial writes the parameters drawn from --seed (the same file
-# for any training length) that predict loads.
+# for any training length) that predict loads; --standardize all trains targets x 1000 + 7 to the
+# same test R^2 and predict reports 1000x the RMSE (the statistics travel with the model file).
 set -uo pipefail
 exe=$1 predict=${2:-}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -100,5 +101,30 @@ if [ -n "$predict" ]; then
   awk -v t="$t" -v r="$rmse_last" 'BEGIN { d = t - r; if (d < 0) d = -d; exit !(d <= 1e-5 * r) }' ||
     fail "predict's RMSE $t is not train_mlp's test_rmse $rmse_last"
   awk -v t="$t" -v i="$i" 'BEGIN { exit !(t < 0.5 * i) }' || fail "trained RMSE $t not below half the initial $i"
+
+  # --standardize all: the same data with targets x 1000 + 7 trains the same standardized problem
+  # (the same test R^2) and predict, which inverts the targets' standardisation, reports 1000x the
+  # RMSE in the original units.
+  awk -F, 'NR == 1 { print; next } { printf "%s,%s,%s,%s,%.6f,%.6f\n", $1, $2, $3, $4, 1000 * $5 + 7, 1000 * $6 + 7 }' \
+    "$tmp/train.csv" >"$tmp/train_k.csv"
+  awk -F, 'NR == 1 { print; next } { printf "%s,%s,%s,%s,%.6f,%.6f\n", $1, $2, $3, $4, 1000 * $5 + 7, 1000 * $6 + 7 }' \
+    "$tmp/test.csv" >"$tmp/test_k.csv"
+  std=(--layers 4,32,2 --activation tanh --batch 32 --micro-batch 8 --seed 5 --loss mse --optimizer adam --lr 0.01 --epochs 4 --standardize all)
+  out1=$("$exe" --data "$tmp/train.csv" --test-data "$tmp/test.csv" "${std[@]}" --save-model "$tmp/std1.rsgdm") ||
+    fail "--standardize all training exited $?"
+  outk=$("$exe" --data "$tmp/train_k.csv" --test-data "$tmp/test_k.csv" "${std[@]}" --save-model "$tmp/stdk.rsgdm") ||
+    fail "--standardize all training (targets x 1000 + 7) exited $?"
+  printf '%s\n' "$out1" | grep -q "^standardized 4 input features and 2 targets with the training set's mean and standard deviation" ||
+    fail "no 'standardized 4 input features and 2 targets' line"
+  r2_1=$(printf '%s\n' "$out1" | grep '^epoch 4 ' | sed -n 's/.*test_r2 \([-0-9.]*\).*/\1/p')
+  r2_k=$(printf '%s\n' "$outk" | grep '^epoch 4 ' | sed -n 's/.*test_r2 \([-0-9.]*\).*/\1/p')
+  [ -n "$r2_1" ] && [ "$r2_1" = "$r2_k" ] || fail "standardized test R^2 $r2_1 (original) vs $r2_k (targets x 1000 + 7)"
+  p1=$("$predict" --model "$tmp/std1.rsgdm" --data "$tmp/test.csv" --output "$tmp/s1.csv" --quiet | sed -n 's/^rmse //p')
+  pk=$("$predict" --model "$tmp/stdk.rsgdm" --data "$tmp/test_k.csv" --output "$tmp/sk.csv" --quiet | sed -n 's/^rmse //p')
+  echo "--standardize all: test R^2 $r2_1 both; predict RMSE $p1 (original) and $pk (targets x 1000 + 7)"
+  awk -v a="$p1" -v b="$pk" 'BEGIN { exit !(a > 0 && b / a > 999 && b / a < 1001) }' ||
+    fail "predict's RMSE with targets x 1000 + 7 is $pk, not 1000 x $p1"
 fi
+"$exe" "${base[@]}" --standardize targets >"$tmp/bad.out" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q -- "--standardize" "$tmp/bad.out" || fail "--standardize targets: exit $rc, want 2 naming the option"
 echo "regression CLI: PASSED"
