@@ -3,41 +3,16 @@
 /// lists for doctest templates.
 #pragma once
 
+#include <reprosgd/testing/host_execution_spaces.hpp>
+
 #include <Kokkos_Core.hpp>
 
 #include <tuple>
 
 namespace reprosgd_test {
 
-template <class... T>
-struct type_list {};
-
-template <class L, class T>
-struct append;
-template <class... Ts, class T>
-struct append<std::tuple<Ts...>, T> {
-  using type = std::tuple<Ts..., T>;
-};
-
-using spaces0 = std::tuple<>;
-#if defined(KOKKOS_ENABLE_SERIAL)
-using spaces1 = append<spaces0, Kokkos::Serial>::type;
-#else
-using spaces1 = spaces0;
-#endif
-#if defined(KOKKOS_ENABLE_OPENMP)
-using spaces2 = append<spaces1, Kokkos::OpenMP>::type;
-#else
-using spaces2 = spaces1;
-#endif
-#if defined(KOKKOS_ENABLE_THREADS)
-using spaces3 = append<spaces2, Kokkos::Threads>::type;
-#else
-using spaces3 = spaces2;
-#endif
-
 /// Every host execution space enabled in this Kokkos build (use with TEST_CASE_TEMPLATE_APPLY).
-using host_spaces = spaces3;
+using host_spaces = reprosgd::testing::HostExecutionSpaces;  // the library's public list
 
 #if defined(KOKKOS_ENABLE_CUDA)
 using device_spaces = std::tuple<Kokkos::Cuda>;

@@ -45,6 +45,7 @@
 #include <Kokkos_Core.hpp>
 #include <mpi.h>
 
+#include <cstdio>
 #include <exception>
 #include <string>
 #include <vector>
@@ -162,7 +163,8 @@ inline void run_mpi_test_case(int nranks, MpiTestBody body) {
 /**
  * Run the doctest test cases of this program on every MPI rank: initialise MPI (MpiEnvironment,
  * MPI_THREAD_FUNNELED), then Kokkos; rank 0 prints one line naming the library, Kokkos, the
- * default execution space with its thread count and the rank count, and reports in full; the other
+ * default execution space with its thread count and the rank count, then one naming the MPI
+ * library, and reports in full; the other
  * ranks report with doctest's `--minimal` (only their failures) and without colours. Returns the
  * worst exit code over all ranks, so mpiexec and CTest fail when any rank fails.
  *
@@ -184,7 +186,16 @@ inline int run_doctest_mpi(int argc, char** argv) {
   int result = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
-    if (rank == 0) detail::print_test_banner(size);
+    if (rank == 0) {
+      detail::print_test_banner(size);
+      char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+      int length = 0;
+      MPI_Get_library_version(version, &length);
+      for (int i = 0; i < length; ++i)
+        if (version[i] == '\n') version[i] = ' ';
+      std::printf("MPI: %.80s\n", version);  // the library's first line (Open MPI: version, repository, date)
+      std::fflush(stdout);
+    }
     doctest::Context context;
     context.applyCommandLine(argc, argv);
     if (rank != 0) {
