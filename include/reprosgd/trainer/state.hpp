@@ -56,7 +56,7 @@ struct TrainerOptions {
   long eval_micro_batch = 256;  ///< rows per evaluation micro-batch (does not affect results)
   bool evaluate_each_epoch = true;
   double max_loss = 1e30;    ///< a step loss above this (or NaN/Inf) is reported as divergence
-  std::string checkpoint_dir;   ///< when set, fit() checkpoints there (format: the Trainer's Ckpt)
+  std::string checkpoint_dir{}; ///< when set, fit() checkpoints there (format: the Trainer's Ckpt)
   long checkpoint_every = 0;    ///< steps between checkpoints (0: only at the end of fit)
   std::size_t keep_last = 3;    ///< checkpoints kept in checkpoint_dir
   long stop_after = 0;          ///< stop cleanly after this global step (as if interrupted); 0: never
@@ -68,14 +68,14 @@ struct TrainerOptions {
   /// When set, fit() writes a determinism trace there (JSON lines, one rank writes; appended to
   /// after a resume): the same bytes for any threads, backend and rank count (docs/diagnosis.md).
   /// Empty: no trace, nothing computed.
-  std::string trace;
+  std::string trace{};
   TraceLevel trace_level = TraceLevel::step;  ///< what each line of the trace records
   /// When >= 0, fit() writes everything global step `dump_step` computes — the parameters it used,
   /// each micro-batch's input, labels, activations and gradients, the reduced gradient — as NumPy
   /// .npy files with a manifest in `dump_dir` (docs/diagnosis.md, "Replay one step"). Not under
   /// model parallelism. -1: no dump.
   long dump_step = -1;
-  std::string dump_dir;  ///< where the step dump goes (created if missing)
+  std::string dump_dir{};  ///< where the step dump goes (created if missing)
 };
 
 namespace detail {
