@@ -59,18 +59,7 @@ struct MakeModel {
 
 bool deterministic() {
   const reprosgd::testing::NondeterminismOptions options{.rows = 32, .micro_batches = 2, .steps = 3, .seed = 7};
-#if defined(KOKKOS_ENABLE_SERIAL)
-  const Kokkos::Serial one_thread;
-#else
-  const Kokkos::DefaultHostExecutionSpace one_thread;  // no Serial backend: repeats only
-#endif
-  const auto report = [&] {
-    if constexpr (std::is_same_v<Kokkos::DefaultExecutionSpace, Kokkos::DefaultHostExecutionSpace>)
-      return reprosgd::testing::find_nondeterminism(MakeModel{}, options, one_thread, Kokkos::DefaultHostExecutionSpace());
-    else  // a GPU build: the device too
-      return reprosgd::testing::find_nondeterminism(MakeModel{}, options, one_thread, Kokkos::DefaultHostExecutionSpace(),
-                                                    Kokkos::DefaultExecutionSpace());
-  }();
+  const auto report = reprosgd::testing::find_nondeterminism_on_every_space(MakeModel{}, options);
   std::printf("%s\n", report.message().c_str());
   return report.deterministic();
 }

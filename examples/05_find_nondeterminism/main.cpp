@@ -35,17 +35,7 @@ struct MakeModel {
 template <Sum Forward, Sum Backward>
 reprosgd::testing::NondeterminismReport check() {
   const reprosgd::testing::NondeterminismOptions options{.rows = 32, .micro_batches = 2, .steps = 3, .seed = 7};
-#if defined(KOKKOS_ENABLE_SERIAL)
-  const Kokkos::Serial one_thread;
-#else
-  const Kokkos::DefaultHostExecutionSpace one_thread;  // no Serial backend: repeats only
-#endif
-  if constexpr (std::is_same_v<Kokkos::DefaultExecutionSpace, Kokkos::DefaultHostExecutionSpace>)
-    return reprosgd::testing::find_nondeterminism(MakeModel<Forward, Backward>{}, options, one_thread,
-                                                  Kokkos::DefaultHostExecutionSpace());
-  else
-    return reprosgd::testing::find_nondeterminism(MakeModel<Forward, Backward>{}, options, one_thread,
-                                                  Kokkos::DefaultHostExecutionSpace(), Kokkos::DefaultExecutionSpace());
+  return reprosgd::testing::find_nondeterminism_on_every_space(MakeModel<Forward, Backward>{}, options);
 }
 
 }  // namespace

@@ -323,5 +323,26 @@ template <class MakeModel, class... Spaces>
   return report;
 }
 
+/**
+ * find_nondeterminism() on the variants every build has: Kokkos::Serial (one thread; where the
+ * build has no Serial, a second instance of the host space, so that only repeats are compared),
+ * the default host space with the threads Kokkos was given, and the default execution space when
+ * it is a device (a GPU build).
+ */
+template <class MakeModel>
+[[nodiscard]] NondeterminismReport find_nondeterminism_on_every_space(MakeModel&& make_model,
+                                                                      const NondeterminismOptions& options) {
+#if defined(KOKKOS_ENABLE_SERIAL)
+  const Kokkos::Serial one_thread;
+#else
+  const Kokkos::DefaultHostExecutionSpace one_thread;
+#endif
+  if constexpr (std::is_same_v<Kokkos::DefaultExecutionSpace, Kokkos::DefaultHostExecutionSpace>)
+    return find_nondeterminism(make_model, options, one_thread, Kokkos::DefaultHostExecutionSpace());
+  else
+    return find_nondeterminism(make_model, options, one_thread, Kokkos::DefaultHostExecutionSpace(),
+                               Kokkos::DefaultExecutionSpace());
+}
+
 }  // namespace testing
 REPROSGD_END_NAMESPACE
