@@ -2,7 +2,8 @@
 /// @file predict: run a trained model (a model file, or a training checkpoint) on a data set and
 /// write one CSV row per sample; print the accuracy (classification) or the RMSE (regression).
 ///
-/// predict --model FILE --data fashion-mnist|synthetic|DIR|FILE.csv [--output FILE.csv]
+/// predict --model FILE --data fashion-mnist|synthetic|DIR|FILE.csv|FILE.idx [--targets FILE.idx]
+///         [--output FILE.csv]
 ///         [--backend serial|openmp|threads] [--threads N] [--save-model OUT [--format F]]
 ///
 /// The outputs are the bits training's forward pass computes (reprosgd::Inference), the same for
@@ -15,6 +16,7 @@
 #include <reprosgd/checkpoint/formats.hpp>
 #include <reprosgd/data/csv_reader.hpp>
 #include <reprosgd/data/fashion_mnist.hpp>
+#include <reprosgd/data/idx_reader.hpp>
 #include <reprosgd/data/synthetic.hpp>
 #include <reprosgd/detail/kokkos_compat.hpp>
 #include <reprosgd/error.hpp>
@@ -24,6 +26,8 @@
 #include <reprosgd/math/fp_environment.hpp>
 
 #include <CLI/CLI.hpp>
+
+#include <sys/stat.h>
 
 #include <cmath>
 #include <cstdio>
@@ -40,6 +44,7 @@ namespace predict_app {
 struct Config {
   std::string model;
   std::string data;
+  std::string targets;  // --targets FILE: IDX float targets of --data's IDX features
   std::string split = "test";
   long samples = 0;
   std::string output;
@@ -141,6 +146,25 @@ Samples load(const Config& c, int in, int out, bool regression) {
   using namespace reprosgd;
   const bool csv = c.data.size() > 4 && c.data.compare(c.data.size() - 4, 4, ".csv") == 0;
   if (csv) return read_csv(c.data, in, out, regression);
+  struct stat st {};
+  if (!c.targets.empty() || (::stat(c.data.c_str(), &st) == 0 && S_ISREG(st.st_mode))) {
+    // IDX features (a file, not a folder of Fashion-MNIST files), with or without their targets.
+    Dataset<Kokkos::HostSpace> d;
+    if (c.targets.empty())
+      d.features = read_idx_features(c.data);
+    else
+      d = read_idx_regression_dataset(c.data, c.targets);
+    validate_finite(d);  // NaN or Inf: named, not predicted on
+    Samples s;
+    s.x = d.features;
+    if (c.targets.empty()) return s;
+    if (static_cast<int>(d.target_count()) != out)
+      throw data_error("predict: " + c.targets + " holds " + std::to_string(d.target_count()) +
+                       " targets per sample, the model has " + std::to_string(out) + " outputs");
+    s.x = d.features;
+    s.targets = d.targets;
+    return s;
+  }
   if (c.split != "test" && c.split != "train") throw config_error("predict: --split must be test or train");
   TrainTest<Kokkos::HostSpace> d;
   if (c.data == "synthetic" || (c.data == "fashion-mnist" && !fashion_mnist_available())) {
@@ -275,7 +299,8 @@ int main(int argc, char** argv) {
   Config c;
   CLI::App app{"Run a trained ReproSGD model (a model file or a training checkpoint) on a data set."};
   app.add_option("--model", c.model, "model file (train_mlp --save-model) or training checkpoint")->required();
-  app.add_option("--data", c.data, "fashion-mnist | synthetic | DIR with IDX files | FILE.csv");
+  app.add_option("--data", c.data, "fashion-mnist | synthetic | DIR with IDX files | FILE.csv | FILE (IDX features)");
+  app.add_option("--targets", c.targets, "with --data FILE (IDX features): the IDX file of their float targets; RMSE printed");
   app.add_option("--split", c.split, "fashion-mnist, synthetic, DIR: test (default) or train")
       ->check(CLI::IsMember({"test", "train"}));
   app.add_option("--samples", c.samples, "use only the first N samples");

@@ -55,7 +55,12 @@ reprosgd::TrainTest<Kokkos::HostSpace> load_data(const Config& c, bool say) {
   using namespace reprosgd;
   TrainTest<Kokkos::HostSpace> d;
   const bool csv = c.data.size() > 4 && c.data.compare(c.data.size() - 4, 4, ".csv") == 0;
-  if (csv) {
+  if (!c.targets.empty()) {
+    // IDX regression: features (bytes or floats) and float targets, each file's first dimension
+    // the sample count.
+    d.train = read_idx_regression_dataset(c.data, c.targets);
+    d.test = c.test_data.empty() ? d.train : read_idx_regression_dataset(c.test_data, c.test_targets);
+  } else if (csv) {
     // Non-finite values are read so that validate_finite can name the sample and feature.
     // --loss mse: the last (output width) columns are the regression targets; else the last column
     // is the class label.
@@ -208,6 +213,13 @@ int run(Config c) {  // a copy: standardize() adds the statistics it computed
     throw config_error("train_mlp: --dampening is SGD's (--optimizer sgd), not " + c.optimizer + "'s");
   if (c.optimizer == "sgd" && c.adam_options_given)
     throw config_error("train_mlp: --beta1, --beta2 and --eps are Adam's and AdamW's, not sgd's");
+  if (!c.targets.empty() && c.loss != "mse")
+    throw config_error("train_mlp: --targets FILE (IDX regression targets) needs --loss mse");
+  if (c.targets.empty() && !c.test_targets.empty())
+    throw config_error("train_mlp: --test-targets needs --targets (and --data, --test-data: the IDX features)");
+  if (!c.targets.empty() && c.test_data.empty() != c.test_targets.empty())
+    throw config_error("train_mlp: with --targets, --test-data and --test-targets come together (the test set's IDX "
+                       "features and targets; without both the training set is the test set)");
 #if REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY
   if (c.parallel != "data" || c.fault_tolerance != "abort")
     throw config_error(std::string("train_mlp: ") + (c.parallel != "data" ? "--parallel " + c.parallel : "--fault-tolerance " + c.fault_tolerance) +
@@ -281,8 +293,14 @@ using namespace train_mlp;
 int main(int argc, char** argv) {
   Config c;
   CLI::App app{"Train an MLP with ReproSGD; the last line is the fingerprint of the trained model."};
-  app.add_option("--data", c.data, "fashion-mnist | synthetic | DIR with IDX files | FILE.csv");
-  app.add_option("--test-data", c.test_data, "with --data FILE.csv: the test set's CSV (default: the training file)");
+  app.add_option("--data", c.data, "fashion-mnist | synthetic | DIR with IDX files | FILE.csv | FILE.idx (with --targets)");
+  app.add_option("--test-data", c.test_data,
+                 "with --data FILE.csv: the test set's CSV; with --targets: the test set's IDX features (default: the "
+                 "training set)");
+  app.add_option("--targets", c.targets,
+                 "IDX file of float regression targets (type 0x0D, N or N x T); --data is then the IDX file of "
+                 "features (N x ..., bytes or floats); needs --loss mse");
+  app.add_option("--test-targets", c.test_targets, "with --targets: the test set's IDX targets (with --test-data)");
   app.add_option("--layers", c.layers, "widths, input first: 784,256,128,10");
   app.add_option("--activation", c.activation)->check(CLI::IsMember({"relu", "tanh", "sigmoid"}));
   app.add_option("--dropout", c.dropout, "dropout probability after each hidden layer");

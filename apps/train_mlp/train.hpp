@@ -74,6 +74,8 @@ struct Config {
   long dump_step = -1;               // --dump-step N DIR: dump step N's tensors to DIR, then stop
   std::string dump_dir;
   std::string test_data;
+  std::string targets;       // --targets FILE: --data is then an IDX file of features, FILE its float targets
+  std::string test_targets;  // --test-targets FILE: with --targets, the test set's (its features --test-data)
   long train_samples = 0;
   long test_samples = 0;
   long synthetic_train = 12000;

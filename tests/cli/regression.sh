@@ -6,7 +6,10 @@
 # of another optimizer, out-of-range values and cross-entropy on float targets are refused with
 # exit 2 or 3 and one line; --save-initial writes the parameters drawn from --seed (the same file
 # for any training length) that predict loads; --standardize all trains targets x 1000 + 7 to the
-# same test R^2 and predict reports 1000x the RMSE (the statistics travel with the model file).
+# same test R^2 and predict reports 1000x the RMSE (the statistics travel with the model file);
+# the same data in IDX files (float features N x 2 x 2, gzip, and float targets N x 2: --targets,
+# --test-targets) train to the fingerprint of the CSV and predict reads them; bad IDX targets are
+# refused with one line.
 set -uo pipefail
 exe=$1 predict=${2:-}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -124,7 +127,72 @@ if [ -n "$predict" ]; then
   echo "--standardize all: test R^2 $r2_1 both; predict RMSE $p1 (original) and $pk (targets x 1000 + 7)"
   awk -v a="$p1" -v b="$pk" 'BEGIN { exit !(a > 0 && b / a > 999 && b / a < 1001) }' ||
     fail "predict's RMSE with targets x 1000 + 7 is $pk, not 1000 x $p1"
+
+  # --standardize inputs: the features only. The targets stay in their units, so the epoch line's
+  # RMSE is predict's (which standardizes its inputs with the saved statistics); the bits differ
+  # from --standardize none's and are the same on 2 threads.
+  inp=(--data "$tmp/train.csv" --test-data "$tmp/test.csv" "${std[@]/all/inputs}")
+  outi=$("$exe" "${inp[@]}" --threads 1 --save-model "$tmp/stdi.rsgdm") || fail "--standardize inputs training exited $?"
+  printf '%s\n' "$outi" | grep -q "^standardized 4 input features with the training set's mean and standard deviation" ||
+    fail "no 'standardized 4 input features with' line"
+  printf '%s\n' "$outi" | grep -q "standardized units" && fail "--standardize inputs says the loss is in standardized units"
+  rmse_i=$(printf '%s\n' "$outi" | grep '^epoch 4 ' | sed -n 's/.*test_rmse \([0-9.]*\).*/\1/p')
+  fpi=$(printf '%s\n' "$outi" | tail -n 1 | sed -n 's/^fingerprint //p')
+  pi=$("$predict" --model "$tmp/stdi.rsgdm" --data "$tmp/test.csv" --output "$tmp/si.csv" --quiet | sed -n 's/^rmse //p')
+  echo "--standardize inputs: fingerprint $fpi, test_rmse $rmse_i, predict RMSE $pi"
+  awk -v t="$pi" -v r="$rmse_i" 'BEGIN { d = t - r; if (d < 0) d = -d; exit !(r > 0 && d <= 1e-5 * r) }' ||
+    fail "--standardize inputs: predict's RMSE $pi is not the epoch line's $rmse_i"
+  [ "$(fp "${inp[@]}" --threads 2 --quiet)" = "$fpi" ] || fail "--standardize inputs: 2 threads gave another fingerprint"
+  [ "$(fp "${inp[@]/inputs/none}" --threads 1 --quiet)" != "$fpi" ] || fail "--standardize inputs changed nothing"
 fi
+# IDX regression files: the CSV's floats (first made exactly representable: printed with 9
+# significant digits, which round-trip) in big-endian float IDX files, features N x 2 x 2 (gzip) and
+# targets N x 2. The same floats train to the same bits, whichever file holds them.
+python3 - "$tmp" <<'PY' || fail "could not write the IDX files"
+import gzip, struct, sys
+tmp = sys.argv[1]
+for part in ("train", "test"):
+    rows = [line.strip().split(",") for line in open(f"{tmp}/{part}.csv")][1:]
+    rows = [[struct.unpack(">f", struct.pack(">f", float(v)))[0] for v in r] for r in rows]
+    with open(f"{tmp}/{part}_f.csv", "w") as f:
+        f.write("x0,x1,x2,x3,t0,t1\n")
+        for r in rows: f.write(",".join("%.9g" % v for v in r) + "\n")
+    def idx(dims, values):
+        head = struct.pack(">I", 0x0D00 | len(dims)) + b"".join(struct.pack(">I", d) for d in dims)
+        return head + b"".join(struct.pack(">f", v) for v in values)
+    with gzip.open(f"{tmp}/{part}_x.idx.gz", "wb") as f: f.write(idx([len(rows), 2, 2], [v for r in rows for v in r[:4]]))
+    with open(f"{tmp}/{part}_t.idx", "wb") as f: f.write(idx([len(rows), 2], [v for r in rows for v in r[4:]]))
+with open(f"{tmp}/bytes_t.idx", "wb") as f: f.write(struct.pack(">III", 0x0802, 512, 2) + bytes(1024))
+with open(f"{tmp}/short_t.idx", "wb") as f: f.write(struct.pack(">II", 0x0D01, 511) + bytes(4 * 511))
+PY
+net=(--layers 4,32,2 --activation tanh --batch 32 --micro-batch 8 --seed 5 --loss mse --optimizer sgd --lr 0.1 --epochs 2 --quiet)
+fp_csv=$(fp --data "$tmp/train_f.csv" --test-data "$tmp/test_f.csv" "${net[@]}")
+fp_idx=$(fp --data "$tmp/train_x.idx.gz" --targets "$tmp/train_t.idx" --test-data "$tmp/test_x.idx.gz" \
+            --test-targets "$tmp/test_t.idx" "${net[@]}" --save-model "$tmp/idx.rsgdm")
+echo "IDX regression: fingerprint $fp_idx (the same floats in CSV: $fp_csv)"
+[ -n "$fp_idx" ] && [ "$fp_idx" = "$fp_csv" ] || fail "the IDX files trained to another fingerprint than the CSV"
+if [ -n "$predict" ]; then
+  pi=$("$predict" --model "$tmp/idx.rsgdm" --data "$tmp/test_x.idx.gz" --targets "$tmp/test_t.idx" --output "$tmp/pi.csv" --quiet)
+  pc=$("$predict" --model "$tmp/idx.rsgdm" --data "$tmp/test_f.csv" --output "$tmp/pc.csv" --quiet)
+  echo "predict on IDX: $pi; on the CSV: $pc"
+  [ -n "$pi" ] && [ "$pi" = "$pc" ] || fail "predict's RMSE on the IDX files ($pi) is not the CSV's ($pc)"
+  cmp -s "$tmp/pi.csv" "$tmp/pc.csv" || fail "predict's outputs on the IDX files differ from the CSV's"
+  "$predict" --model "$tmp/idx.rsgdm" --data "$tmp/test_x.idx.gz" --output "$tmp/pn.csv" --quiet >"$tmp/pn.out" ||
+    fail "predict on IDX features without targets failed"
+  # Without targets predict cannot tell a regression from a 2-class model: it adds the class column.
+  cut -d, -f1,3- "$tmp/pn.csv" | cmp -s - "$tmp/pc.csv" || fail "predict's outputs on IDX features alone differ"
+  grep -q rmse "$tmp/pn.out" && fail "predict printed an RMSE without targets"
+fi
+idx=(--data "$tmp/train_x.idx.gz" "${net[@]}")
+refuse 3 "train_mlp: error: reprosgd::read_idx_regression_dataset: $tmp/bytes_t.idx: expected floats (IDX type 0x0D), found 0x08 (unsigned byte)" \
+  "${idx[@]}" --targets "$tmp/bytes_t.idx"
+refuse 3 "train_mlp: error: reprosgd::read_idx_regression_dataset: 512 samples in $tmp/train_x.idx.gz but 511 in $tmp/short_t.idx" \
+  "${idx[@]}" --targets "$tmp/short_t.idx"
+refuse 2 "train_mlp: error: --targets FILE (IDX regression targets) needs --loss mse" "${idx[@]/mse/cross-entropy}" --targets "$tmp/train_t.idx"
+refuse 2 "train_mlp: error: with --targets, --test-data and --test-targets come together" "${idx[@]}" --targets "$tmp/train_t.idx" \
+  --test-data "$tmp/test_x.idx.gz"
+refuse 2 "train_mlp: error: --test-targets needs --targets" --data "$tmp/train_f.csv" "${net[@]}" --test-targets "$tmp/test_t.idx"
+
 "$exe" "${base[@]}" --standardize targets >"$tmp/bad.out" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q -- "--standardize" "$tmp/bad.out" || fail "--standardize targets: exit $rc, want 2 naming the option"
 echo "regression CLI: PASSED"

@@ -131,6 +131,27 @@ TEST_SUITE("data/gather_samples") {
     CHECK(stream.offered() == cells);
   }
 
+  TEST_CASE("class labels one short on rank 0: data_error on every rank, nothing appended anywhere") {
+    reprosgd::DataParallel<Host> par;
+    Stream stream(options(true));
+    const auto [first, last] = my_rows();
+    const Share mine(0, first, last);
+    reprosgd::append_from_every_rank(par, stream, Host(), mine.ids, mine.x, mine.labels);
+    const std::vector<std::uint64_t> before = stream.ids();
+    const Share next(1, first, last);
+    const std::size_t n = last - first;
+    const bool bad = world_rank() == 0 && n > 0;
+    const Labels labels = bad ? Labels(Kokkos::subview(next.labels, std::make_pair(std::size_t{0}, n - 1))) : next.labels;
+    const std::string expected =
+        "reprosgd::append_from_every_rank: a rank offered rows of the wrong shape (each id needs 2 features and a "
+        "label; rank " + std::to_string(world_rank()) + " offered " + std::to_string(n) + " ids, features " +
+        std::to_string(n) + " x 2, labels " + std::to_string(bad ? n - 1 : n) + "); nothing appended on any rank";
+    CHECK_THROWS_WITH_AS(reprosgd::append_from_every_rank(par, stream, Host(), next.ids, next.x, labels), expected.c_str(),
+                         reprosgd::data_error);
+    CHECK(stream.ids() == before);
+    CHECK(stream.offered() == cells);
+  }
+
   TEST_CASE("a NaN on one rank: append()'s own error on every rank, nothing appended") {
     reprosgd::DataParallel<Host> par;
     Stream stream(options(false));

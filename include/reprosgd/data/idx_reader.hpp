@@ -4,7 +4,9 @@
 /// Format (Y. LeCun, "THE MNIST DATABASE of handwritten digits"): a big-endian 32-bit magic
 /// 0x0000TTDD (TT the element type, DD the number of dimensions), DD big-endian 32-bit dimension
 /// sizes, then the elements in row-major order. MNIST and Fashion-MNIST use unsigned bytes (TT =
-/// 0x08): images 0x00000803 (count x rows x columns), labels 0x00000801 (count).
+/// 0x08): images 0x00000803 (count x rows x columns), labels 0x00000801 (count). Regression data
+/// use big-endian IEEE 754 single precision (TT = 0x0D): features and targets of any shape whose
+/// first dimension is the sample count.
 ///
 /// Defences against damaged or forged files: every size in the header is checked against the file
 /// before anything is allocated (plain files), or the data are read and stored incrementally, so
@@ -23,6 +25,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -33,15 +36,42 @@
 
 REPROSGD_BEGIN_NAMESPACE
 
-/// The contents of one IDX file: its dimensions and its elements as raw unsigned bytes.
-struct IdxArray {
-  std::uint8_t type_code = 0x08;   ///< IDX element type; always 0x08 (unsigned byte) today
-  std::vector<std::size_t> dims;   ///< dimension sizes, outermost first (e.g. {60000, 28, 28})
-  std::vector<std::uint8_t> data;  ///< product(dims) elements in row-major order
-
-  /// The number of elements, the product of dims.
-  [[nodiscard]] std::size_t element_count() const noexcept { return data.size(); }
+/// The IDX element types read_idx() accepts (the other four of the format are refused).
+enum class IdxType : std::uint8_t {
+  ubyte = 0x08,    ///< unsigned byte
+  float32 = 0x0D,  ///< IEEE 754 binary32, big-endian
 };
+
+/// The contents of one IDX file: its element type, its dimensions and its elements as the bytes
+/// of the file (floats stay big-endian there; value() decodes them).
+struct IdxArray {
+  std::uint8_t type_code = 0x08;   ///< IDX element type: 0x08 (unsigned byte) or 0x0D (float)
+  std::vector<std::size_t> dims;   ///< dimension sizes, outermost first (e.g. {60000, 28, 28})
+  std::vector<std::uint8_t> data;  ///< product(dims) elements in row-major order, as stored
+
+  [[nodiscard]] IdxType type() const noexcept { return static_cast<IdxType>(type_code); }
+  /// Bytes per element: 1 or 4.
+  [[nodiscard]] std::size_t element_size() const noexcept { return type() == IdxType::float32 ? 4 : 1; }
+  /// The number of elements, the product of dims.
+  [[nodiscard]] std::size_t element_count() const noexcept { return data.size() / element_size(); }
+  /// The elements per sample: the product of every dimension but the first (1 for a 1-D file).
+  [[nodiscard]] std::size_t row_width() const noexcept {
+    std::size_t w = 1;
+    for (std::size_t d = 1; d < dims.size(); ++d) w *= dims[d];
+    return w;
+  }
+  /// Element i as a float: the byte's value (0..255) or the float's exact bits.
+  [[nodiscard]] float value(std::size_t i) const noexcept {
+    if (type() == IdxType::ubyte) return static_cast<float>(data[i]);
+    const std::uint8_t* p = data.data() + 4 * i;
+    const std::uint32_t bits = (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) |
+                               std::uint32_t{p[3]};
+    return std::bit_cast<float>(bits);
+  }
+};
+
+/// The most dimensions read_idx() accepts (the format allows 255; no data set needs more than 4).
+inline constexpr std::uint32_t idx_max_dimensions = 8;
 
 /// Limits applied by read_idx().
 struct IdxReadOptions {
@@ -196,21 +226,25 @@ inline IdxArray read_idx_impl(const std::string& path, const IdxReadOptions& opt
   const std::uint32_t magic = load_be32(head);
   const std::uint32_t type = (magic >> 8) & 0xffu;
   const std::uint32_t ndims = magic & 0xffu;
-  const bool idx_type = type == 0x08 || type == 0x09 || type == 0x0B || type == 0x0C || type == 0x0D || type == 0x0E;
-  if ((magic >> 16) == 0 && idx_type && type != 0x08 && ndims >= 1)
-    in.fail_data("unsupported IDX type " + hex8(type) + " (only 0x08, unsigned byte, is supported)");
-  if (magic != 0x00000803u && magic != 0x00000801u)
-    in.fail_data("bad magic " + hex32(magic) + " (expected 0x00000803 or 0x00000801)");
+  const bool supported = type == 0x08 || type == 0x0D;
+  const bool idx_type = supported || type == 0x09 || type == 0x0B || type == 0x0C || type == 0x0E;
+  const bool well_formed = (magic >> 16) == 0 && idx_type && ndims >= 1 && ndims <= idx_max_dimensions;
+  if (well_formed && !supported)
+    in.fail_data("unsupported IDX type " + hex8(type) + " (0x08, unsigned byte, and 0x0D, float, are supported)");
+  if (!well_formed)
+    in.fail_data("bad magic " + hex32(magic) + " (expected 0x0000TTDD: type TT 0x08 or 0x0D, DD 1 to " +
+                 std::to_string(idx_max_dimensions) + " dimensions)");
+  const std::uint64_t element_bytes = type == 0x0D ? 4 : 1;
 
   const std::uint64_t header_bytes = 4 + 4 * std::uint64_t{ndims};
-  unsigned char dim_bytes[12];
+  unsigned char dim_bytes[4 * idx_max_dimensions];
   const std::size_t got_dims = in.read(dim_bytes, 4 * ndims);
   if (got_dims < 4 * ndims)
     in.fail_data("truncated header: expected " + std::to_string(header_bytes) + unit + ", found " +
                  std::to_string(4 + got_dims));
   IdxArray out;
   out.type_code = static_cast<std::uint8_t>(type);
-  std::uint64_t count = 1;
+  std::uint64_t count = element_bytes;  // the data bytes
   bool over_limit = false;
   std::string shape;
   for (std::uint32_t d = 0; d < ndims; ++d) {
@@ -224,8 +258,8 @@ inline IdxArray read_idx_impl(const std::string& path, const IdxReadOptions& opt
     if (!over_limit) count *= extent;
   }
   if (over_limit)
-    in.fail_data("header claims " + shape + " elements, more than the limit of " +
-                 std::to_string(options.max_data_bytes) + " data bytes");
+    in.fail_data("header claims " + shape + " elements" + (element_bytes > 1 ? " of 4 bytes" : "") +
+                 ", more than the limit of " + std::to_string(options.max_data_bytes) + " data bytes");
   const std::uint64_t expected = header_bytes + count;
   // Plain file: compare with the real size before allocating, so a forged header costs nothing.
   if (in.size_known()) {
@@ -269,24 +303,34 @@ inline IdxArray read_idx_impl(const std::string& path, const IdxReadOptions& opt
   return out;
 }
 
+inline const char* idx_type_name(IdxType t) noexcept { return t == IdxType::ubyte ? "unsigned byte" : "float"; }
+
+inline void require_idx_type(const IdxArray& a, IdxType want, const std::string& path, const char* who) {
+  if (a.type() != want)
+    throw data_error(std::string(who) + ": " + path + ": expected " + (want == IdxType::ubyte ? "unsigned bytes" : "floats") +
+                     " (IDX type " + hex8(static_cast<std::uint32_t>(want)) + "), found " + hex8(a.type_code) + " (" +
+                     idx_type_name(a.type()) + ")");
+}
+
 }  // namespace detail
 
 /**
- * Reads one IDX file of unsigned bytes with 1 dimension (magic 0x00000801, labels) or 3 dimensions
- * (0x00000803, images), plain or gzip-compressed (recognised by its first two bytes, 1f 8b).
+ * Reads one IDX file of unsigned bytes (type 0x08) or big-endian floats (0x0D) with 1 to 8
+ * dimensions, plain or gzip-compressed (recognised by its first two bytes, 1f 8b).
  *
  * @param path the file.
  * @param options limits (IdxReadOptions::max_data_bytes).
- * @returns its dimensions and bytes.
+ * @returns its type, dimensions and bytes.
  * @throws io_error when the file cannot be opened or read ("reprosgd::read_idx: cannot open <path>:
  *         No such file or directory"), is a directory or is not a regular file.
  * @throws data_error, messages "reprosgd::read_idx: <path>: " followed by one of: "empty file",
  *         "truncated header: expected 16 bytes, found 9", "bad magic 0x12345678 (expected
- *         0x00000803 or 0x00000801)", "unsupported IDX type 0x0B (only 0x08, unsigned byte, is
- *         supported)", "dimension 1 of 3 is zero", "header claims 60000 x 100000 x 100000 elements,
- *         more than the limit of 4294967296 data bytes", "truncated: expected 7856 bytes, found
- *         7000", "trailing data: expected 7856 bytes, found 7860", "corrupt gzip stream: <zlib's
- *         message>" (gzip sizes say "uncompressed bytes").
+ *         0x0000TTDD: type TT 0x08 or 0x0D, DD 1 to 8 dimensions)", "unsupported IDX type 0x0B
+ *         (0x08, unsigned byte, and 0x0D, float, are supported)", "dimension 1 of 3 is zero",
+ *         "header claims 60000 x 100000 x 100000 elements, more than the limit of 4294967296 data
+ *         bytes" (floats: "elements of 4 bytes"), "truncated: expected 7856 bytes, found 7000",
+ *         "trailing data: expected 7856 bytes, found 7860", "corrupt gzip stream: <zlib's message>"
+ *         (gzip sizes say "uncompressed bytes").
  *
  * Not collective; every rank that calls it reads the file.
  */
@@ -303,7 +347,9 @@ inline IdxArray read_idx_impl(const std::string& path, const IdxReadOptions& opt
  * @param labels path of the label file (e.g. train-labels-idx1-ubyte.gz).
  * @param num_classes the number of classes; every label must be below it.
  * @throws everything read_idx() throws (with the prefix "reprosgd::read_idx_dataset"), and
- *         data_error when the image file does not have 3 dimensions or the label file 1, when the
+ *         data_error when a file holds floats ("reprosgd::read_idx_dataset: <path>: expected unsigned
+ *         bytes (IDX type 0x08), found 0x0D (float)"), the image file does not have 3 dimensions or
+ *         the label file 1, when the
  *         counts differ ("reprosgd::read_idx_dataset: 100 images in <images> but 99 labels in
  *         <labels>"), or a label is out of range ("reprosgd::read_idx_dataset: <labels>: label 10 at
  *         index 5 is outside [0, 10)"); config_error when num_classes is not in [1, 256].
@@ -316,10 +362,12 @@ inline IdxArray read_idx_impl(const std::string& path, const IdxReadOptions& opt
     throw config_error(std::string(who) + ": num_classes must be in [1, 256] for byte labels, got " +
                        std::to_string(num_classes));
   const IdxArray x = detail::read_idx_impl(images, options, who);
+  detail::require_idx_type(x, IdxType::ubyte, images, who);
   if (x.dims.size() != 3)
     throw data_error(std::string(who) + ": " + images + ": expected an image file with 3 dimensions (magic 0x00000803), found " +
                      std::to_string(x.dims.size()));
   const IdxArray y = detail::read_idx_impl(labels, options, who);
+  detail::require_idx_type(y, IdxType::ubyte, labels, who);
   if (y.dims.size() != 1)
     throw data_error(std::string(who) + ": " + labels + ": expected a label file with 1 dimension (magic 0x00000801), found " +
                      std::to_string(y.dims.size()));
@@ -347,6 +395,69 @@ inline IdxArray read_idx_impl(const std::string& path, const IdxReadOptions& opt
   const std::size_t total = n * f;
   for (std::size_t k = 0; k < total; ++k) dst[k] = table[src[k]];
   for (std::size_t i = 0; i < n; ++i) out.labels(i) = static_cast<std::int32_t>(y.data[i]);
+  return out;
+}
+
+namespace detail {
+
+// The N x (product of the other dimensions) features of an IDX array: floats as stored, bytes as
+// byte / 255.0f (read_idx_dataset()'s pixels).
+inline Dataset<Kokkos::HostSpace>::features_type idx_features(const IdxArray& x) {
+  Dataset<Kokkos::HostSpace>::features_type out(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("reprosgd::idx_features")), x.dims[0], x.row_width());
+  float* dst = out.data();
+  const std::size_t total = x.element_count();
+  if (x.type() == IdxType::ubyte)
+    for (std::size_t k = 0; k < total; ++k) dst[k] = x.value(k) / 255.0f;
+  else
+    for (std::size_t k = 0; k < total; ++k) dst[k] = x.value(k);
+  return out;
+}
+
+}  // namespace detail
+
+/**
+ * Reads an IDX file of features, unsigned bytes or floats, as an N x F host matrix. The first
+ * dimension is the sample count N; the others are flattened in row-major order (F is their
+ * product: a file N x 8, N x 2 x 4 or, for one feature, N). A float is kept as stored (its exact
+ * bits); a byte becomes `static_cast<float>(byte) / 255.0f`, as read_idx_dataset() reads pixels.
+ *
+ * @throws everything read_idx() throws, with the prefix "reprosgd::read_idx_features".
+ */
+[[nodiscard]] inline Dataset<Kokkos::HostSpace>::features_type read_idx_features(const std::string& path,
+                                                                                 const IdxReadOptions& options = {}) {
+  return detail::idx_features(detail::read_idx_impl(path, options, "reprosgd::read_idx_features"));
+}
+
+/**
+ * Reads a regression data set from two IDX files: the features (as read_idx_features() reads
+ * them) and the targets, floats of shape N (one target per sample) or N x ... (T, the product of
+ * the other dimensions, per sample), kept as stored. Non-finite values are validate_finite()'s to
+ * find (as for make_regression_dataset()).
+ *
+ * @param features path of the features file (types 0x08 or 0x0D).
+ * @param targets path of the targets file (type 0x0D).
+ * @throws everything read_idx() throws (with the prefix "reprosgd::read_idx_regression_dataset"),
+ *         and data_error when the targets are not floats ("reprosgd::read_idx_regression_dataset:
+ *         <targets>: expected floats (IDX type 0x0D), found 0x08 (unsigned byte)") or the counts
+ *         differ ("reprosgd::read_idx_regression_dataset: 100 samples in <features> but 99 in
+ *         <targets>").
+ */
+[[nodiscard]] inline Dataset<Kokkos::HostSpace> read_idx_regression_dataset(const std::string& features,
+                                                                            const std::string& targets,
+                                                                            const IdxReadOptions& options = {}) {
+  const char* who = "reprosgd::read_idx_regression_dataset";
+  const IdxArray x = detail::read_idx_impl(features, options, who);
+  const IdxArray t = detail::read_idx_impl(targets, options, who);
+  detail::require_idx_type(t, IdxType::float32, targets, who);
+  if (x.dims[0] != t.dims[0])
+    throw data_error(std::string(who) + ": " + std::to_string(x.dims[0]) + " samples in " + features + " but " +
+                     std::to_string(t.dims[0]) + " in " + targets);
+  Dataset<Kokkos::HostSpace> out;
+  out.features = detail::idx_features(x);
+  out.targets = Dataset<Kokkos::HostSpace>::targets_type(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("reprosgd::idx_targets")), t.dims[0], t.row_width());
+  for (std::size_t k = 0; k < t.element_count(); ++k) out.targets.data()[k] = t.value(k);
   return out;
 }
 

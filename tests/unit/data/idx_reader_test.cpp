@@ -26,6 +26,17 @@ const std::vector<std::uint8_t> pixels = {0, 255, 51, 102, 1, 2, 3, 4, 254, 128,
 const std::vector<std::uint8_t> image_file = idx_bytes(0x00000803, {3, 2, 2}, pixels);
 const std::vector<std::uint8_t> label_file = idx_bytes(0x00000801, {3}, {7, 0, 9});
 
+// The big-endian bytes of floats, as an IDX file of type 0x0D stores them.
+std::vector<std::uint8_t> float_bytes(const std::vector<float>& values) {
+  std::vector<std::uint8_t> out;
+  for (const float v : values) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &v, sizeof bits);
+    for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<std::uint8_t>(bits >> shift));
+  }
+  return out;
+}
+
 std::vector<std::uint8_t> prefix(const std::vector<std::uint8_t>& bytes, std::size_t n) {
   return {bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n)};
 }
@@ -110,26 +121,120 @@ TEST_SUITE("data/idx_reader") {
   TEST_CASE("bad magic and unsupported element types") {
     TempDir dir;
     const std::string p = dir.file("bad");
+    const std::string expected = " (expected 0x0000TTDD: type TT 0x08 or 0x0D, DD 1 to 8 dimensions)";
     write_file(p, idx_bytes(0x12345678, {3}, {1, 2, 3}));
-    CHECK_THROWS_WITH_AS((void)reprosgd::read_idx(p),
-                         ("reprosgd::read_idx: " + p + ": bad magic 0x12345678 (expected 0x00000803 or 0x00000801)").c_str(),
+    CHECK_THROWS_WITH_AS((void)reprosgd::read_idx(p), ("reprosgd::read_idx: " + p + ": bad magic 0x12345678" + expected).c_str(),
                          reprosgd::data_error);
-    write_gzip(p, idx_bytes(0x00000802, {1, 3}, {1, 2, 3}));  // ubyte, but 2 dimensions
-    CHECK_THROWS_WITH_AS((void)reprosgd::read_idx(p),
-                         ("reprosgd::read_idx: " + p + ": bad magic 0x00000802 (expected 0x00000803 or 0x00000801)").c_str(),
+    write_gzip(p, idx_bytes(0x00000800, {}, {}));  // ubyte, but no dimension
+    CHECK_THROWS_WITH_AS((void)reprosgd::read_idx(p), ("reprosgd::read_idx: " + p + ": bad magic 0x00000800" + expected).c_str(),
+                         reprosgd::data_error);
+    write_file(p, idx_bytes(0x00000809, {1, 1, 1, 1, 1, 1, 1, 1, 1}, {7}));  // 9 dimensions
+    CHECK_THROWS_WITH_AS((void)reprosgd::read_idx(p), ("reprosgd::read_idx: " + p + ": bad magic 0x00000809" + expected).c_str(),
                          reprosgd::data_error);
     write_file(p, idx_bytes(0x00000B01, {2}, {0, 1, 0, 2}));  // big-endian shorts
-    CHECK_THROWS_WITH_AS((void)reprosgd::read_idx(p),
-                         ("reprosgd::read_idx: " + p + ": unsupported IDX type 0x0B (only 0x08, unsigned byte, is supported)").c_str(),
-                         reprosgd::data_error);
-    write_file(p, idx_bytes(0x00000D03, {1, 1, 1}, {0, 0, 0, 0}));  // float
-    CHECK_THROWS_WITH_AS((void)reprosgd::read_idx(p),
-                         ("reprosgd::read_idx: " + p + ": unsupported IDX type 0x0D (only 0x08, unsigned byte, is supported)").c_str(),
-                         reprosgd::data_error);
+    CHECK_THROWS_WITH_AS(
+        (void)reprosgd::read_idx(p),
+        ("reprosgd::read_idx: " + p + ": unsupported IDX type 0x0B (0x08, unsigned byte, and 0x0D, float, are supported)").c_str(),
+        reprosgd::data_error);
+    write_file(p, idx_bytes(0x00000E01, {1}, {0, 0, 0, 0, 0, 0, 0, 0}));  // double
+    CHECK_THROWS_WITH_AS(
+        (void)reprosgd::read_idx(p),
+        ("reprosgd::read_idx: " + p + ": unsupported IDX type 0x0E (0x08, unsigned byte, and 0x0D, float, are supported)").c_str(),
+        reprosgd::data_error);
     // "PK\3\4" (a zip archive, not gzip) is just a bad magic.
     write_file(p, std::vector<std::uint8_t>{0x50, 0x4b, 0x03, 0x04, 0, 0, 0, 0});
-    CHECK_THROWS_WITH_AS((void)reprosgd::read_idx(p),
-                         ("reprosgd::read_idx: " + p + ": bad magic 0x504B0304 (expected 0x00000803 or 0x00000801)").c_str(),
+    CHECK_THROWS_WITH_AS((void)reprosgd::read_idx(p), ("reprosgd::read_idx: " + p + ": bad magic 0x504B0304" + expected).c_str(),
+                         reprosgd::data_error);
+  }
+
+  TEST_CASE("float files (type 0x0D) of any dimension: the exact bits, big-endian in the file") {
+    TempDir dir;
+    const std::vector<float> values = {0.1f, -2.5f, 1e-38f, 3.4e38f, -0.0f, 7.0f};
+    const auto file = idx_bytes(0x00000D02, {3, 2}, float_bytes(values));
+    write_file(dir.file("f.idx"), file);
+    write_gzip(dir.file("f.idx.gz"), file);
+    for (const char* name : {"f.idx", "f.idx.gz"}) {
+      CAPTURE(name);
+      const reprosgd::IdxArray a = reprosgd::read_idx(dir.file(name));
+      CHECK(a.type() == reprosgd::IdxType::float32);
+      CHECK(a.element_size() == 4);
+      CHECK(a.dims == std::vector<std::size_t>{3, 2});
+      CHECK(a.element_count() == 6);
+      CHECK(a.row_width() == 2);
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        const float v = a.value(i);
+        CHECK(std::memcmp(&v, &values[i], sizeof v) == 0);
+      }
+    }
+    // 2-D unsigned bytes are read too; value() is the byte's value.
+    write_file(dir.file("b.idx"), idx_bytes(0x00000802, {1, 3}, {1, 2, 255}));
+    const auto b = reprosgd::read_idx(dir.file("b.idx"));
+    CHECK(b.dims == std::vector<std::size_t>{1, 3});
+    CHECK(b.value(2) == 255.0f);
+    // Sizes count 4 bytes per float: a truncated data section and the size limit.
+    const std::string p = dir.file("cut");
+    write_file(p, prefix(file, file.size() - 1));
+    CHECK_THROWS_WITH_AS((void)reprosgd::read_idx(p), ("reprosgd::read_idx: " + p + ": truncated: expected 36 bytes, found 35").c_str(),
+                         reprosgd::data_error);
+    CHECK_THROWS_WITH_AS(
+        (void)reprosgd::read_idx(dir.file("f.idx"), {.max_data_bytes = 23}),
+        ("reprosgd::read_idx: " + dir.file("f.idx") + ": header claims 3 x 2 elements of 4 bytes, more than the limit of 23 data bytes")
+            .c_str(),
+        reprosgd::data_error);
+    CHECK(reprosgd::read_idx(dir.file("f.idx"), {.max_data_bytes = 24}).element_count() == 6);
+  }
+
+  TEST_CASE("read_idx_regression_dataset: float or byte features of any shape, float targets of any width") {
+    TempDir dir;
+    // 3 samples of 2 x 2 float features and 2 targets; the same as bytes; one target per sample.
+    const std::vector<float> x = {0.5f, -1.0f, 0.25f, 3.0f, 1e-3f, 2.0f, -7.5f, 0.0f, 9.0f, 8.0f, -6.0f, 1.0f / 3.0f};
+    const std::vector<float> t = {1.0f, -1.0f, 0.125f, 2.0f, 4.0f, -0.5f};
+    write_gzip(dir.file("x.gz"), idx_bytes(0x00000D03, {3, 2, 2}, float_bytes(x)));
+    write_file(dir.file("t"), idx_bytes(0x00000D02, {3, 2}, float_bytes(t)));
+    write_file(dir.file("t1"), idx_bytes(0x00000D01, {3}, float_bytes({5.0f, 6.0f, 7.0f})));
+    write_file(dir.file("xb"), image_file);
+    write_file(dir.file("x1"), idx_bytes(0x00000D01, {3}, float_bytes({1.0f, 2.0f, 3.0f})));
+
+    const auto d = reprosgd::read_idx_regression_dataset(dir.file("x.gz"), dir.file("t"));
+    REQUIRE(d.size() == 3);
+    REQUIRE(d.feature_count() == 4);
+    REQUIRE(d.is_regression());
+    REQUIRE(d.target_count() == 2);
+    CHECK(d.num_classes == 0);
+    CHECK(std::memcmp(d.features.data(), x.data(), x.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(d.targets.data(), t.data(), t.size() * sizeof(float)) == 0);
+
+    const auto b = reprosgd::read_idx_regression_dataset(dir.file("xb"), dir.file("t1"));
+    REQUIRE(b.feature_count() == 4);
+    REQUIRE(b.target_count() == 1);
+    for (std::size_t k = 0; k < pixels.size(); ++k) {
+      const float expected = static_cast<float>(pixels[k]) / 255.0f;  // as read_idx_dataset's pixels
+      CHECK(std::memcmp(b.features.data() + k, &expected, sizeof(float)) == 0);
+    }
+    CHECK(b.targets(2, 0) == 7.0f);
+    CHECK(reprosgd::read_idx_regression_dataset(dir.file("x1"), dir.file("t")).feature_count() == 1);
+    const auto f = reprosgd::read_idx_features(dir.file("x.gz"));
+    REQUIRE(f.extent(0) == 3);
+    REQUIRE(f.extent(1) == 4);
+    CHECK(std::memcmp(f.data(), x.data(), x.size() * sizeof(float)) == 0);
+    CHECK_THROWS_WITH_AS((void)reprosgd::read_idx_features(dir.file("none")),
+                         ("reprosgd::read_idx_features: cannot open " + dir.file("none") + ": No such file or directory").c_str(),
+                         reprosgd::io_error);
+
+    const char* who = "reprosgd::read_idx_regression_dataset: ";
+    CHECK_THROWS_WITH_AS((void)reprosgd::read_idx_regression_dataset(dir.file("x.gz"), dir.file("xb")),
+                         (who + dir.file("xb") + ": expected floats (IDX type 0x0D), found 0x08 (unsigned byte)").c_str(),
+                         reprosgd::data_error);
+    write_file(dir.file("t4"), idx_bytes(0x00000D01, {4}, float_bytes({1, 2, 3, 4})));
+    CHECK_THROWS_WITH_AS((void)reprosgd::read_idx_regression_dataset(dir.file("x.gz"), dir.file("t4")),
+                         (who + std::string("3 samples in ") + dir.file("x.gz") + " but 4 in " + dir.file("t4")).c_str(),
+                         reprosgd::data_error);
+    CHECK_THROWS_WITH_AS((void)reprosgd::read_idx_regression_dataset(dir.file("none"), dir.file("t")),
+                         (who + std::string("cannot open ") + dir.file("none") + ": No such file or directory").c_str(),
+                         reprosgd::io_error);
+    // Float files are no images or labels.
+    CHECK_THROWS_WITH_AS((void)reprosgd::read_idx_dataset(dir.file("x.gz"), dir.file("t1")),
+                         ("reprosgd::read_idx_dataset: " + dir.file("x.gz") + ": expected unsigned bytes (IDX type 0x08), found 0x0D (float)").c_str(),
                          reprosgd::data_error);
   }
 
