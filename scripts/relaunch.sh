@@ -6,8 +6,9 @@
 #
 # Runs COMMAND with every argument "{ranks}" (or containing it) replaced by the current rank
 # count, and with REPROSGD_RANKS (the rank count) and REPROSGD_ATTEMPT (1, 2, ...) in its
-# environment. While it exits with 75 (reprosgd::restart_exit_code, EX_TEMPFAIL) or one of the
-# --retry-on codes, it is run again with one rank fewer, at most --attempts times in all
+# environment. While it exits with 75 (reprosgd::restart_exit_code, EX_TEMPFAIL), 76
+# (reprosgd::startup_failure_exit_code: MPI's start-up did not finish, a rank died while the job
+# started) or one of the --retry-on codes, it is run again with one rank fewer, at most --attempts times in all
 # (default 3) and never below --min-ranks (default 1). The program resumes from its newest valid
 # checkpoint; checkpoints do not depend on the rank count, so the result has the same bits.
 #
@@ -25,7 +26,7 @@ is_count() { [[ $1 =~ ^[0-9]+$ ]]; }
 ranks=
 min_ranks=1
 attempts=3
-retry_codes=(75)
+retry_codes=(75 76)
 while [[ $# -gt 0 ]]; do
   case $1 in
     -n | --ranks) [[ $# -ge 2 ]] || usage; ranks=$2; shift 2 ;;

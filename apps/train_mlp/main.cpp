@@ -388,6 +388,10 @@ int main(int argc, char** argv) {
                  "--parallel model|hybrid with --fault-tolerance shrink: steps between in-memory buddy snapshots of "
                  "the shards")
       ->check(CLI::PositiveNumber);
+  app.add_option("--startup-timeout", c.startup_timeout,
+                 "seconds MPI's start-up may take before this process ends with exit 76 (a rank that dies while the "
+                 "job starts leaves the others waiting in MPI_Init for ever); 0: no limit")
+      ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--min-ranks", c.min_ranks, "shrink: end with an error (and a checkpoint) below this many ranks")
       ->check(CLI::PositiveNumber);
   bool version = false;
@@ -431,7 +435,7 @@ int main(int argc, char** argv) {
   }
   int rc = 1;
 #if REPROSGD_HAS_MPI
-  reprosgd::MpiEnvironment mpi(argc, argv);
+  reprosgd::MpiEnvironment mpi(argc, argv, reprosgd::MpiStartOptions{.init_timeout = c.startup_timeout});
 #endif
   reprosgd::detail::initialize(c.threads, world_rank() != 0);
   try {

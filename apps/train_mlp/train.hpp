@@ -91,6 +91,7 @@ struct Config {
   std::string fault_tolerance = "abort";
   std::string inject_failure;
   int min_ranks = 1;
+  double startup_timeout = 30.0;  // --startup-timeout S: the deadline of MPI_Init_thread (0: none)
   std::string parallel = "data";
   std::string grid;
   int feature_chunk = reprosgd::default_feature_chunk;

@@ -45,6 +45,14 @@ exit 137
 JOB
 check "--retry-on another code" 0 "4 3 " -- -n 4 --retry-on 137 -- bash "$dir/die.sh"
 check "137 is not retried by default" 137 "4 " -- -n 4 -- bash "$dir/die.sh"
+# 76: MPI's start-up did not finish (reprosgd::startup_failure_exit_code): relaunched by default.
+cat >"$dir/startup.sh" <<JOB
+#!/usr/bin/env bash
+echo "\$REPROSGD_RANKS" >>"$dir/log"
+[[ \$REPROSGD_RANKS -le 3 ]] && exit 0
+exit 76
+JOB
+check "76 (start-up failed) is retried by default" 0 "4 3 " -- -n 4 -- bash "$dir/startup.sh"
 check "usage error: no command" 2 "" -- -n 4 --
 check "usage error: bad count" 2 "" -- -n four -- true
 check "usage error: -n below --min-ranks" 2 "" -- -n 1 --min-ranks 2 -- true

@@ -9,6 +9,7 @@
 #endif
 
 #include <reprosgd/detail/mpi_check.hpp>
+#include <reprosgd/detail/watchdog.hpp>
 #include <reprosgd/error.hpp>
 
 #include <mpi.h>
@@ -17,6 +18,22 @@
 #include <string>
 
 REPROSGD_BEGIN_NAMESPACE
+
+/// The exit code of a process whose MPI start-up did not finish in MpiEnvironment's init_timeout
+/// (EX_PROTOCOL of <sysexits.h>, next to restart_exit_code's 75): distinct from every error exit,
+/// and one that scripts/relaunch.sh relaunches on.
+inline constexpr int startup_failure_exit_code = 76;
+
+/// How MpiEnvironment starts MPI.
+struct MpiStartOptions {
+  /// The thread level asked of MPI_Init_thread.
+  int required = MPI_THREAD_FUNNELED;
+  /// Seconds MPI_Init_thread may take before the process ends itself (one line on standard error,
+  /// exit startup_failure_exit_code); 0: no limit. A process of the job that dies while MPI starts
+  /// leaves the others inside MPI_Init_thread for ever, even under ULFM (whose no-hang promise
+  /// starts once MPI is initialised; Open MPI 5 waits in PMIx_Get for the dead process's address).
+  double init_timeout = 0.0;
+};
 
 /**
  * Initialises MPI (MPI_Init_thread) when constructed unless it already is, and finalises it when
@@ -46,6 +63,11 @@ class MpiEnvironment {
   MpiEnvironment(int& argc, char**& argv, int required = MPI_THREAD_FUNNELED) { init(&argc, &argv, required); }
   /// Initialise MPI without arguments.
   explicit MpiEnvironment(int required = MPI_THREAD_FUNNELED) { init(nullptr, nullptr, required); }
+  /// Initialise MPI with the program's arguments, a thread level and a start-up deadline.
+  /// @throws config_error for an init_timeout that is negative, NaN or infinite (before MPI starts).
+  MpiEnvironment(int& argc, char**& argv, const MpiStartOptions& options) {
+    init(&argc, &argv, options.required, options.init_timeout);
+  }
   MpiEnvironment(const MpiEnvironment&) = delete;
   MpiEnvironment& operator=(const MpiEnvironment&) = delete;
   MpiEnvironment(MpiEnvironment&&) = delete;
@@ -64,7 +86,7 @@ class MpiEnvironment {
   [[nodiscard]] int thread_level() const noexcept { return provided_; }
 
  private:
-  void init(int* argc, char*** argv, int required) {
+  void init(int* argc, char*** argv, int required, double init_timeout = 0.0) {
     int initialized = 0;
     detail::mpi_check(MPI_Initialized(&initialized), "reprosgd::MpiEnvironment: MPI_Initialized");
     if (initialized) {
@@ -72,7 +94,14 @@ class MpiEnvironment {
     } else {
       if (detail::mpi_finalized())
         throw comm_error("reprosgd::MpiEnvironment: MPI was already finalised; it cannot be initialised again");
+      detail::Watchdog deadline(init_timeout,
+                                "reprosgd::MpiEnvironment: MPI_Init_thread did not finish within " +
+                                    detail::seconds_text(init_timeout) +
+                                    " s (a process of the job probably died while it started); exiting with " +
+                                    std::to_string(startup_failure_exit_code) + " so that the job is relaunched",
+                                startup_failure_exit_code);
       detail::mpi_check(MPI_Init_thread(argc, argv, required, &provided_), "reprosgd::MpiEnvironment: MPI_Init_thread");
+      deadline.disarm();
       owner_ = true;
     }
     if (provided_ < required) {

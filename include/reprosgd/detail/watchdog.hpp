@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file Watchdog: end the process with one line and a chosen exit code unless disarmed in time.
+///
+/// For the calls that offer no failure notification of their own: a process that dies while MPI
+/// starts (MPI_Init_thread) leaves the others waiting inside the start-up exchange for ever, since
+/// ULFM's promise that no call blocks after a failure begins only once MPI is initialised. A
+/// deadline on such a call turns that hang into a prompt, distinct exit a relauncher can act on.
+#pragma once
+
+#include <reprosgd/config.hpp>
+#include <reprosgd/error.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+
+REPROSGD_BEGIN_NAMESPACE
+
+namespace detail {
+
+/// Seconds as a person writes them: "30", "2.5" (at most 3 decimals, trailing zeros dropped).
+inline std::string seconds_text(double s) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.3f", s);
+  std::string t = text;
+  while (!t.empty() && t.back() == '0') t.pop_back();
+  if (!t.empty() && t.back() == '.') t.pop_back();
+  return t;
+}
+
+/**
+ * A thread that waits `seconds`; unless disarm() (or the destructor) comes first, it writes
+ * `message` and a newline to standard error with one write(2) and ends the process with
+ * std::_Exit(exit_code): no destructors, no atexit handlers, no MPI call (MPI may be the thing that
+ * hangs). `seconds` = 0 arms nothing.
+ *
+ * @throws config_error when seconds is negative, NaN or infinite.
+ */
+class Watchdog {
+ public:
+  Watchdog(double seconds, std::string message, int exit_code) : message_(std::move(message) + "\n"), code_(exit_code) {
+    if (!std::isfinite(seconds) || seconds < 0.0) {
+      char got[32];
+      std::snprintf(got, sizeof got, "%g", seconds);
+      throw config_error(std::string("reprosgd::Watchdog: the deadline must be a finite number of seconds >= 0 (0: none), got ") +
+                         got);
+    }
+    if (seconds == 0.0) return;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    thread_ = std::thread([this, deadline] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (wake_.wait_until(lock, deadline, [this] { return disarmed_; })) return;
+      [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, message_.data(), message_.size());
+      std::_Exit(code_);
+    });
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  ~Watchdog() { disarm(); }
+
+  /// Stops the countdown; the process goes on. Idempotent.
+  void disarm() noexcept {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      disarmed_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  /// Whether a countdown is running.
+  [[nodiscard]] bool armed() const noexcept { return thread_.joinable(); }
+
+ private:
+  std::string message_;
+  int code_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool disarmed_ = false;
+  std::thread thread_;  // last: started once everything it reads is constructed
+};
+
+}  // namespace detail
+
+REPROSGD_END_NAMESPACE
