@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Relaunch a job on fewer ranks while it asks to be restarted (the RestartFromCheckpoint policy).
 #
-# usage: scripts/relaunch.sh -n RANKS [--min-ranks N] [--attempts N] [--retry-on CODE]... -- COMMAND [ARGS...]
+# usage: scripts/relaunch.sh -n RANKS [--min-ranks N] [--attempts N] [--retry-on CODE]... [--expect REGEX]
+#                            -- COMMAND [ARGS...]
 #
 # Runs COMMAND with every argument "{ranks}" (or containing it) replaced by the current rank
 # count, and with REPROSGD_RANKS (the rank count) and REPROSGD_ATTEMPT (1, 2, ...) in its
@@ -15,11 +16,16 @@
 # Exit status: the command's last status; 2 for a usage error. Giving up while the command
 # still asks for a restart exits with that status and says why on stderr.
 #
+# --expect REGEX (an extended regular expression, e.g. '^fingerprint '): a status 0 is believed
+# only if a line of the command's standard output (passed through unchanged) matches it; else
+# relaunch.sh says so and exits 70 (EX_SOFTWARE). Open MPI's launcher can exit 0 when ranks died
+# and nobody finished (docs/fault_tolerance.md), so the job's own last line is the better witness.
+#
 # Example (Open MPI; the job exits 75 when a rank dies, see docs/fault_tolerance.md):
 #   scripts/relaunch.sh -n 4 -- mpiexec -n {ranks} --with-ft ulfm ./train --resume latest
 set -u
 usage() {
-  echo "usage: relaunch.sh -n RANKS [--min-ranks N] [--attempts N] [--retry-on CODE]... -- COMMAND [ARGS...]" >&2
+  echo "usage: relaunch.sh -n RANKS [--min-ranks N] [--attempts N] [--retry-on CODE]... [--expect REGEX] -- COMMAND [ARGS...]" >&2
   exit 2
 }
 is_count() { [[ $1 =~ ^[0-9]+$ ]]; }
@@ -27,12 +33,14 @@ ranks=
 min_ranks=1
 attempts=3
 retry_codes=(75 76)
+expect=
 while [[ $# -gt 0 ]]; do
   case $1 in
     -n | --ranks) [[ $# -ge 2 ]] || usage; ranks=$2; shift 2 ;;
     --min-ranks) [[ $# -ge 2 ]] || usage; min_ranks=$2; shift 2 ;;
     --attempts) [[ $# -ge 2 ]] || usage; attempts=$2; shift 2 ;;
     --retry-on) [[ $# -ge 2 ]] || usage; retry_codes+=("$2"); shift 2 ;;
+    --expect) [[ $# -ge 2 && -n $2 ]] || usage; expect=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "relaunch.sh: unknown option '$1'" >&2; usage ;;
   esac
@@ -52,8 +60,20 @@ while :; do
   cmd=()
   for a in "$@"; do cmd+=("${a//\{ranks\}/$ranks}"); done
   echo "relaunch.sh: attempt $attempt of $attempts on $ranks ranks: ${cmd[*]}" >&2
-  REPROSGD_RANKS=$ranks REPROSGD_ATTEMPT=$attempt "${cmd[@]}"
-  rc=$?
+  if [[ -z $expect ]]; then
+    REPROSGD_RANKS=$ranks REPROSGD_ATTEMPT=$attempt "${cmd[@]}"
+    rc=$?
+  else
+    out=$(mktemp)
+    REPROSGD_RANKS=$ranks REPROSGD_ATTEMPT=$attempt "${cmd[@]}" | tee "$out"
+    rc=${PIPESTATUS[0]}
+    if ((rc == 0)) && ! grep -Eq -- "$expect" "$out"; then
+      rm -f "$out"
+      echo "relaunch.sh: the command exited 0 but printed no line matching '$expect': it did not finish; exiting with 70" >&2
+      exit 70
+    fi
+    rm -f "$out"
+  fi
   retry=0
   for c in "${retry_codes[@]}"; do ((rc == c)) && retry=1; done
   ((retry)) || exit "$rc"

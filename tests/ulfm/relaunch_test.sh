@@ -53,6 +53,23 @@ echo "\$REPROSGD_RANKS" >>"$dir/log"
 exit 76
 JOB
 check "76 (start-up failed) is retried by default" 0 "4 3 " -- -n 4 -- bash "$dir/startup.sh"
+# --expect: a status 0 without the expected line is a failure (70); with it, believed.
+cat >"$dir/quiet.sh" <<JOB
+#!/usr/bin/env bash
+echo "\$REPROSGD_RANKS" >>"$dir/log"
+[[ \$1 == say ]] && echo "fingerprint 0123"
+exit 0
+JOB
+check "--expect: exit 0 without the line is 70" 70 "4 " -- -n 4 --expect '^fingerprint ' -- bash "$dir/quiet.sh" hush
+check "--expect: exit 0 with the line" 0 "4 " -- -n 4 --expect '^fingerprint ' -- bash "$dir/quiet.sh" say
+cat >"$dir/late.sh" <<JOB
+#!/usr/bin/env bash
+echo "\$REPROSGD_RANKS" >>"$dir/log"
+[[ \$REPROSGD_RANKS -le 3 ]] && echo "fingerprint 4567" && exit 0
+exit 76
+JOB
+check "--expect: retries still relaunch" 0 "4 3 " -- -n 4 --expect '^fingerprint ' -- bash "$dir/late.sh"
+check "usage error: --expect without a pattern" 2 "" -- -n 4 --expect
 check "usage error: no command" 2 "" -- -n 4 --
 check "usage error: bad count" 2 "" -- -n four -- true
 check "usage error: -n below --min-ranks" 2 "" -- -n 1 --min-ranks 2 -- true
