@@ -121,7 +121,9 @@ class Trainer {
     opt.check();
     detail::Sharding<Par>::shard(par_, model);
     model.initialize(par_.space(), rng_);
-    return {opt.template init<memory_space>(model.parameter_count()), 0};
+    TrainState<Opt, memory_space> state{opt.template init<memory_space>(model.parameter_count()), 0};
+    if constexpr (buddy_snapshots) recovery_.note_started(reprosgd::fingerprint(model, state.optimizer));
+    return state;
   }
 
   /**
@@ -404,7 +406,10 @@ class Trainer {
     }
     run.regression = train.is_regression();
     run.result.steps = state.step;
-    if constexpr (buddy_snapshots) recovery_.refresh(par_, model, state.optimizer, state.step);
+    if constexpr (buddy_snapshots) {
+      recovery_.establish_pristine_start(par_, model, state);
+      recovery_.refresh(par_, model, state.optimizer, state.step);
+    }
     run.stage = Stage::compute;
   }
 
@@ -593,8 +598,15 @@ class Trainer {
         return dir;
       };
       auto resume_from_disk = [&] { return resume(*run.checkpoints, model, opt, state, train); };
+      auto from_seed = [&] {  // what start() does, on the survivors' grid
+        detail::Sharding<Par>::shard(par_, model);
+        model.initialize(par_.space(), rng_);
+        state.optimizer = opt.template init<memory_space>(model.parameter_count());
+        state.step = 0;
+      };
       const bool rolled_back = recovery_.recover(par_, state.step, static_cast<std::uint64_t>(run.stage),
-                                                 options_.min_ranks, model, opt, state, dir, save, resume_from_disk);
+                                                 options_.min_ranks, model, opt, state, dir, save, resume_from_disk,
+                                                 from_seed);
       lay_out(run, model);
       if (rolled_back) {
         run.stage = Stage::compute;

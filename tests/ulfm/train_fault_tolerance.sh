@@ -23,9 +23,12 @@
 #     fallback:SPEC      model parallelism, SPEC kills a rank and its buddy (the holder of its shard's
 #                        copy): the survivors fall back to the newest disk checkpoint, say so, and
 #                        still print the failure-free fingerprint
-#     lost_together:SPEC model parallelism without a checkpoint directory, SPEC kills a rank and its
-#                        buddy (or more) at once: every survivor ends with exit 7 and the error naming
-#                        the lost shards (FT_EXPECT), no fingerprint, no hang
+#     lost_together:SPEC model parallelism resumed from a checkpoint file of step 5 (so the seed
+#                        cannot give the start state back) without a checkpoint directory, SPEC kills
+#                        a rank and its buddy (or more) at once: every survivor ends with exit 7 and
+#                        the error naming the lost shards (FT_EXPECT), no fingerprint, no hang. (From
+#                        a fresh start the same kills are survived: the shards are drawn again from
+#                        the seed, a shrink case.)
 # Model and hybrid parallelism (issue 6): FT_MODEL holds model options given to every run (e.g.
 # --feature-chunk 8), FT_PARALLEL the job's policy options (e.g. --parallel hybrid --grid 2x2
 # --buddy-every 5), FT_EXPECT a line the job must print (e.g. where the lost shards came from).
@@ -130,6 +133,7 @@ case $kind in
           *"their buddies' copies of step "*) from=buddy ;;
           *"another replica's copies of step "*) from=replica ;;
           *"fell back to the newest disk checkpoint"*) from=checkpoint ;;
+          *"was drawn again from the seed"*) from=seed ;;
           *) continue ;;
         esac
         [[ $line =~ steps\ ([0-9]+)\.\.([0-9]+)\ replayed$ ]] || fail "no replayed steps in '$line'"
@@ -172,8 +176,12 @@ case $kind in
     [[ $got == "$ref" ]] || fail "the fingerprint after restart differs from the failure-free one"
     ;;
   lost_together)
+    run_job "$work/first" "${launcher[@]}" -n 4 --with-ft ulfm "$exe" "${ft_args[@]}" --quiet --fault-tolerance shrink \
+      --checkpoint-dir "$work/ckpt0" --checkpoint-every 5 --stop-after 5 || fail "the first 5 steps failed"
+    start=$(ls "$work"/ckpt0/* | sort | head -n 1)
+    [[ -f $start ]] || fail "no checkpoint of step 5"
     run_job "$work/out" "${launcher[@]}" -n 4 --with-ft ulfm "$exe" "${ft_args[@]}" --quiet --fault-tolerance shrink \
-      --inject-failure "$spec"
+      --resume "$start" --inject-failure "$spec"
     rc=$?
     check_leftovers
     grep -q '^fingerprint ' "$work/out" && fail "a fingerprint was printed although shards were lost for good"

@@ -143,6 +143,11 @@ class ProgressReporter {
                    "steps %llu..%llu replayed\n",
                    static_cast<unsigned long long>(e.resumed_from), static_cast<unsigned long long>(e.resumed_from),
                    static_cast<unsigned long long>(e.step));
+    else if (e.restored_from == "seed")
+      std::fprintf(out_,
+                   "failure: a lost shard had no copy left and no checkpoint holds it: the state fit() started from "
+                   "was drawn again from the seed; steps 0..%llu replayed\n",
+                   static_cast<unsigned long long>(e.step));
     std::fflush(out_);
   }
 

@@ -66,8 +66,9 @@ struct FailureEvent {
   double recovery_seconds = 0.0;       ///< from the failure's detection to the first completed step after it
   /// Model parallelism: where the lost ranks' shards came from — "" (no sharded state: data
   /// parallelism), "buddy" (in-memory buddy copies), "replica" (a shard and its buddy copy were
-  /// both lost, another replica held the same shard) or "checkpoint" (no copy left: the newest
-  /// disk checkpoint) — and the step training rolled back to; steps [resumed_from, step) were
+  /// both lost, another replica held the same shard), "checkpoint" (no copy left: the newest
+  /// disk checkpoint) or "seed" (no copy and no checkpoint, but fit() began from start()'s
+  /// untouched state: drawn again from the seed, resumed_from 0) — and the step training rolled back to; steps [resumed_from, step) were
   /// replayed (same bits by determinism).
   std::string restored_from;
   std::uint64_t resumed_from = 0;

@@ -17,6 +17,7 @@
 #include <reprosgd/config.hpp>
 #include <reprosgd/error.hpp>
 #include <reprosgd/fault/buddy_store.hpp>
+#include <reprosgd/fingerprint.hpp>
 #include <reprosgd/trainer/agreement.hpp>
 #include <reprosgd/trainer/callbacks.hpp>
 #include <reprosgd/trainer/metrics.hpp>
@@ -79,8 +80,30 @@ class Recovery {
   }
 
   /// Drop the buddy snapshot (local, on every rank at the start of fit()): until fit() takes its
-  /// first one, a lost shard can only come back from the disk checkpoint.
-  void forget_snapshot() noexcept { buddies_.clear(); }
+  /// first one, a lost shard can only come back from the disk checkpoint (or, from a pristine
+  /// start, the seed).
+  void forget_snapshot() noexcept {
+    buddies_.clear();
+    pristine_start_ = false;
+  }
+
+  /// Trainer::start(): the fingerprint of this rank's shard (parameters and optimizer state) as
+  /// start() drew it from the seed. Local.
+  void note_started(const Fingerprint& shard) noexcept { started_shard_ = shard; }
+
+  /**
+   * fit()'s start stage, at step 0: whether every rank's shard is still the one start() drew
+   * (nothing was loaded or changed in between), agreed over the whole grid. Once true for a fit(),
+   * a shard lost with every copy of it can be drawn again from the seed on any grid (the
+   * initialisation is keyed by each weight's place in the whole layer) and the steps replayed from
+   * 0. Established once per fit(): a start stage redone after a shrink keeps the verdict.
+   */
+  template <class Model, class State>
+  void establish_pristine_start(Par& par, const Model& model, const State& state) {
+    if (pristine_start_) return;
+    const bool mine = state.step == 0 && started_shard_ && fingerprint(model, state.optimizer) == *started_shard_;
+    pristine_start_ = world_of(par).agree(mine);
+  }
 
   /**
    * After process_failure, on every survivor: shrink to the survivors (again if more ranks die
@@ -96,9 +119,10 @@ class Recovery {
    *                every copy of it are gone
    * @return whether the state went back to an older step (the steps up to replay_until replay)
    */
-  template <class Model, Optimizer Opt, class Save, class Resume>
+  template <class Model, Optimizer Opt, class Save, class Resume, class FromSeed>
   bool recover(Par& par, std::uint64_t step, std::uint64_t stage, int min_ranks, Model& model, const Opt& opt,
-               TrainState<Opt, memory_space>& state, const std::string& checkpoint_dir, Save&& save, Resume&& resume)
+               TrainState<Opt, memory_space>& state, const std::string& checkpoint_dir, Save&& save, Resume&& resume,
+               FromSeed&& from_seed)
     requires RecoverableParallelism<Par>
   {
     if (!pending_) pending_.emplace(Pending{std::chrono::steady_clock::now(), {}});
@@ -122,7 +146,7 @@ class Recovery {
                            std::to_string(lowest / 8) + " to " + std::to_string(highest / 8) +
                            "); this is a bug in the fault-tolerance protocol: the run cannot continue reproducibly");
         if constexpr (buddy_snapshots)
-          unrecoverable = restore_shards(par, event, step, model, opt, state, checkpoint_dir, resume);
+          unrecoverable = restore_shards(par, event, step, model, opt, state, checkpoint_dir, resume, from_seed);
         break;
       } catch (const process_failure&) {
         continue;  // another rank died during the repair: repair again
@@ -162,12 +186,14 @@ class Recovery {
   // After a shrink: rebuild the whole model at the buddy snapshot's step from the survivors'
   // copies (a lost shard from its buddy, or from another replica at the same model position),
   // re-shard it over the new grid, and snapshot again; when a shard and all its copies are
-  // gone, or no snapshot was taken yet, resume from the newest disk checkpoint instead, and say so.
-  // Returns why the run cannot go on when that fails too ("" once restored); a process_failure
+  // gone, or no snapshot was taken yet, resume from the newest disk checkpoint instead, or (none
+  // there, and fit() began from start()'s untouched state) draw the start state again from the
+  // seed and replay from step 0, and say so. Returns why the run cannot go on when that fails too ("" once restored); a process_failure
   // out of here is another death during the repair, which recover() repairs again.
-  template <class Model, Optimizer Opt, class Resume>
+  template <class Model, Optimizer Opt, class Resume, class FromSeed>
   std::string restore_shards(Par& par, FailureEvent& event, std::uint64_t step, Model& model, const Opt& opt,
-                      TrainState<Opt, memory_space>& state, const std::string& checkpoint_dir, Resume& resume) {
+                             TrainState<Opt, memory_space>& state, const std::string& checkpoint_dir, Resume& resume,
+                             FromSeed& from_seed) {
     // Snapshots are committed after an agreement, so every survivor holds one or none does.
     const bool snapshot = par.agree_min(buddies_.has_snapshot() ? 1 : 0) == 1;
     std::string why;
@@ -202,9 +228,17 @@ class Recovery {
             " before fit() took its first buddy snapshot, so their shards have no copy";
     }
     if (!why.empty()) {
-      if (checkpoint_dir.empty()) return why + " and no checkpoint directory is set to fall back to";
-      if (!resume().resumed) return why + " and " + checkpoint_dir + " holds no usable checkpoint";
-      event.restored_from = "checkpoint";
+      // pristine_start_ was agreed before the failure, so every survivor takes the same branch.
+      const bool resumed = !checkpoint_dir.empty() && resume().resumed;
+      if (resumed) {
+        event.restored_from = "checkpoint";
+      } else if (pristine_start_) {
+        from_seed();  // re-shard over the survivors, draw the parameters, zero the optimizer state, step 0
+        event.restored_from = "seed";
+      } else {
+        return why + (checkpoint_dir.empty() ? std::string(" and no checkpoint directory is set to fall back to")
+                                             : " and " + checkpoint_dir + " holds no usable checkpoint");
+      }
     }
     if (state.step > step) throw comm_error("reprosgd::Trainer::fit: restored a state newer than the failure");
     event.resumed_from = state.step;
@@ -213,6 +247,8 @@ class Recovery {
   }
 
   BuddyStore buddies_;        // the shards' in-memory copies
+  std::optional<Fingerprint> started_shard_;  // this rank's shard as start() drew it
+  bool pristine_start_ = false;  // fit() began from start()'s state on every rank (agreed)
   int buddy_model_size_ = 1;  // P_model when they were taken
   std::optional<Pending> pending_;
 };

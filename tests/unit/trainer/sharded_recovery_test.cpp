@@ -2,7 +2,8 @@
 // The Trainer's recovery of sharded state, without MPI: ranks are fibers of one thread (FiberWorld),
 // the model is split over them (FiberModelParallel, the 1 x P grid), and scheduled deaths shrink the grid.
 // Every run must end with the bits of the one-process run, restored from the buddy copies or the
-// disk checkpoint, or with the documented error on every survivor.
+// disk checkpoint or (from start()'s untouched state) the seed, or with the documented error on
+// every survivor.
 #include <doctest/doctest.h>
 
 #include <reprosgd/data/synthetic.hpp>
@@ -78,15 +79,27 @@ struct RankResult {
 
 // `ranks` ranks train the model split over them with `schedule`'s deaths; `resume` first
 // resumes from the newest checkpoint in options.checkpoint_dir.
-template <class Space>
+// Halves every element of a (host) parameter View: a stand-in for loading other weights.
+template <class View>
+void halve_all(const View& v) {
+  for (std::size_t i = 0; i < v.extent(0); ++i) v(i) *= 0.5f;
+}
+
+struct NoChange {
+  template <class Model>
+  void operator()(Model&) const {}
+};
+
+template <class Space, class AfterStart = NoChange>
 std::vector<RankResult> sharded_run(FiberWorld& world, int ranks, const reprosgd::TrainerOptions& o,
-                                    bool resume = false) {
+                                    bool resume = false, AfterStart after_start = {}) {
   std::vector<RankResult> results(static_cast<std::size_t>(ranks));
   world.run([&](int r) {
     using Par = FiberModelParallel<Space>;
     reprosgd::FaultTolerantTrainer<Par> trainer(o, Par(world, r));
     auto m = model<typename Space::memory_space>();
     auto state = trainer.start(m, adam);
+    after_start(m);
     if (resume) REQUIRE(trainer.resume(m, adam, state, data().train).resumed);
     auto& out = results[static_cast<std::size_t>(r)];
     out.fit = trainer.fit(m, adam, state, data().train, &data().test);
@@ -215,7 +228,7 @@ TEST_SUITE("trainer recovery of sharded state (ranks as fibers)") {
   }
   TEST_CASE_TEMPLATE_APPLY(twice_id, reprosgd_test::host_spaces);
 
-  TEST_CASE_TEMPLATE_DEFINE("a rank and its buddy lost together: the disk checkpoint, or the documented error",
+  TEST_CASE_TEMPLATE_DEFINE("a rank and its buddy lost together: the disk checkpoint, the seed, or the documented error",
                             Space, pair_id) {
     const auto expected = one_process<Space>();
     // Ranks 1 and 2 of 4 die in the same collective of step 10: rank 2 held rank 1's copy.
@@ -235,21 +248,35 @@ TEST_SUITE("trainer recovery of sharded state (ranks as fibers)") {
       }
       std::filesystem::remove_all(o.checkpoint_dir);
     }
-    SUBCASE("before the first disk checkpoint exists: process_failure on every survivor, naming the directory") {
+    SUBCASE("before the first disk checkpoint exists: drawn again from the seed, steps 0..10 replayed") {
       auto o = options();
       o.checkpoint_dir = fresh_dir("pair_empty").string();
       o.checkpoint_every = 12;  // the first would come after step 12
       FiberWorld world(4, both);
-      (void)sharded_run<Space>(world, 4, o);
-      for (int r : {0, 3})
-        CHECK(message_of(world.error(r)) ==
-              "process_failure: reprosgd::Trainer::fit: the shards of rank(s) 1 were lost together with their "
-              "buddies' copies and " + o.checkpoint_dir + " holds no usable checkpoint");
+      const auto results = sharded_run<Space>(world, 4, o);
+      for (int r : {0, 3}) {
+        const reprosgd::FailureEvent e = survived(world, results, r, expected);
+        CHECK(e.restored_from == "seed");
+        CHECK(e.resumed_from == 0);
+        CHECK(e.new_size == 2);
+      }
       std::filesystem::remove_all(o.checkpoint_dir);
     }
-    SUBCASE("without a checkpoint directory: process_failure on every survivor, naming the lost shard") {
+    SUBCASE("without a checkpoint directory: drawn again from the seed on the 2 survivors, the failure-free bits") {
       FiberWorld world(4, both);
-      (void)sharded_run<Space>(world, 4, options());
+      const auto results = sharded_run<Space>(world, 4, options());
+      for (int r : {0, 3}) {
+        const reprosgd::FailureEvent e = survived(world, results, r, expected);
+        CHECK(e.lost_ranks == std::vector<int>{1, 2});
+        CHECK(e.restored_from == "seed");
+        CHECK(e.resumed_from == 0);
+        CHECK(e.step == 10);
+      }
+    }
+    SUBCASE("fit() began from a changed state (not start()'s): the seed cannot give it back, the documented error") {
+      FiberWorld world(4, both);
+      // Every rank scales its shard after start(), as loading other weights would.
+      (void)sharded_run<Space>(world, 4, options(), false, [](auto& m) { halve_all(m.parameters()); });
       for (int r : {0, 3})
         CHECK(message_of(world.error(r)) ==
               "process_failure: reprosgd::Trainer::fit: the shards of rank(s) 1 were lost together with their "
@@ -270,6 +297,17 @@ TEST_SUITE("trainer recovery of sharded state (ranks as fibers)") {
         CHECK(message_of(world.error(r)) ==
               "process_failure: reprosgd::Trainer::fit: lost rank(s) 2 before fit() took its first buddy snapshot, so "
               "their shards have no copy and no checkpoint directory is set to fall back to");
+    }
+    SUBCASE("a fresh run, rank 0 lost in the first snapshot's exchange: drawn again from the seed, the failure-free bits") {
+      FiberWorld world(3, {{start, "buddy_ring", 1, 0}});
+      const auto results = sharded_run<Space>(world, 3, options());
+      CHECK(world.killed(0));
+      for (int r : {1, 2}) {
+        const reprosgd::FailureEvent e = survived(world, results, r, expected);
+        CHECK(e.restored_from == "seed");
+        CHECK(e.resumed_from == 0);
+        CHECK(e.new_size == 2);
+      }
     }
     SUBCASE("a resumed run, rank 0 lost in the first snapshot's exchange: the checkpoint again, the failure-free bits") {
       auto o = options();
