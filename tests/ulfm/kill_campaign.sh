@@ -65,7 +65,7 @@ ranks_of() {  # SESSION_ID
   local p
   for p in $(pgrep -s "$1" -f "$train"); do
     local r
-    r=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+    r=$(tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
     [[ -n $r ]] && echo "$r $p"
   done
 }
