@@ -312,6 +312,24 @@ inline void require_idx_type(const IdxArray& a, IdxType want, const std::string&
                      idx_type_name(a.type()) + ")");
 }
 
+// The N x (product of the other dimensions) features of an IDX array: floats as stored, bytes as
+// byte / 255.0f (through a 256-entry table of exactly those bits, computed once).
+inline Dataset<Kokkos::HostSpace>::features_type idx_features(const IdxArray& x) {
+  Dataset<Kokkos::HostSpace>::features_type out(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("reprosgd::idx_features")), x.dims[0], x.row_width());
+  float* dst = out.data();
+  const std::size_t total = x.element_count();
+  if (x.type() == IdxType::ubyte) {
+    float table[256];
+    for (int v = 0; v < 256; ++v) table[v] = static_cast<float>(v) / 255.0f;
+    const std::uint8_t* src = x.data.data();
+    for (std::size_t k = 0; k < total; ++k) dst[k] = table[src[k]];
+  } else {
+    for (std::size_t k = 0; k < total; ++k) dst[k] = x.value(k);
+  }
+  return out;
+}
+
 }  // namespace detail
 
 /**
@@ -375,7 +393,6 @@ inline void require_idx_type(const IdxArray& a, IdxType want, const std::string&
     throw data_error(std::string(who) + ": " + std::to_string(x.dims[0]) + " images in " + images + " but " +
                      std::to_string(y.dims[0]) + " labels in " + labels);
   const std::size_t n = x.dims[0];
-  const std::size_t f = x.dims[1] * x.dims[2];
   for (std::size_t i = 0; i < n; ++i)
     if (y.data[i] >= num_classes)
       throw data_error(std::string(who) + ": " + labels + ": label " + std::to_string(y.data[i]) + " at index " +
@@ -383,38 +400,12 @@ inline void require_idx_type(const IdxArray& a, IdxType want, const std::string&
 
   Dataset<Kokkos::HostSpace> out;
   out.num_classes = num_classes;
-  out.features = Dataset<Kokkos::HostSpace>::features_type(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("reprosgd::idx_features")), n, f);
+  out.features = detail::idx_features(x);  // rows x columns pixels per image, row-major
   out.labels = Dataset<Kokkos::HostSpace>::labels_type(
       Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("reprosgd::idx_labels")), n);
-  // A 256-entry table gives exactly the bits of pixel / 255.0f, computed once.
-  float table[256];
-  for (int v = 0; v < 256; ++v) table[v] = static_cast<float>(v) / 255.0f;
-  float* dst = out.features.data();
-  const std::uint8_t* src = x.data.data();
-  const std::size_t total = n * f;
-  for (std::size_t k = 0; k < total; ++k) dst[k] = table[src[k]];
   for (std::size_t i = 0; i < n; ++i) out.labels(i) = static_cast<std::int32_t>(y.data[i]);
   return out;
 }
-
-namespace detail {
-
-// The N x (product of the other dimensions) features of an IDX array: floats as stored, bytes as
-// byte / 255.0f (read_idx_dataset()'s pixels).
-inline Dataset<Kokkos::HostSpace>::features_type idx_features(const IdxArray& x) {
-  Dataset<Kokkos::HostSpace>::features_type out(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("reprosgd::idx_features")), x.dims[0], x.row_width());
-  float* dst = out.data();
-  const std::size_t total = x.element_count();
-  if (x.type() == IdxType::ubyte)
-    for (std::size_t k = 0; k < total; ++k) dst[k] = x.value(k) / 255.0f;
-  else
-    for (std::size_t k = 0; k < total; ++k) dst[k] = x.value(k);
-  return out;
-}
-
-}  // namespace detail
 
 /**
  * Reads an IDX file of features, unsigned bytes or floats, as an N x F host matrix. The first
