@@ -119,9 +119,7 @@ class Trainer {
     static_assert(in_my_memory<Model>, "reprosgd::Trainer: the model's parameters must live in the memory space of "
                                        "the policy's execution space (make_sequential<memory_space>(layers...))");
     opt.check();
-    detail::Sharding<Par>::shard(par_, model);
-    model.initialize(par_.space(), rng_);
-    TrainState<Opt, memory_space> state{opt.template init<memory_space>(model.parameter_count()), 0};
+    TrainState<Opt, memory_space> state = draw_start_state(model, opt);
     if constexpr (buddy_snapshots) recovery_.note_started(reprosgd::fingerprint(model, state.optimizer));
     return state;
   }
@@ -598,12 +596,7 @@ class Trainer {
         return dir;
       };
       auto resume_from_disk = [&] { return resume(*run.checkpoints, model, opt, state, train); };
-      auto from_seed = [&] {  // what start() does, on the survivors' grid
-        detail::Sharding<Par>::shard(par_, model);
-        model.initialize(par_.space(), rng_);
-        state.optimizer = opt.template init<memory_space>(model.parameter_count());
-        state.step = 0;
-      };
+      auto from_seed = [&] { state = draw_start_state(model, opt); };  // on the survivors' grid
       const bool rolled_back = recovery_.recover(par_, state.step, static_cast<std::uint64_t>(run.stage),
                                                  options_.min_ranks, model, opt, state, dir, save, resume_from_disk,
                                                  from_seed);
@@ -613,6 +606,16 @@ class Trainer {
         std::erase_if(run.epoch_steps, [&](const detail::StepRecord& r) { return r.step >= state.step; });
       }
     }
+  }
+
+  // start()'s state on the current grid: the model sharded and drawn from the seed (each weight
+  // keyed by its place in the whole layer, so the same canonical values on any grid), the
+  // optimizer state zero, step 0. Also what a shard lost with every copy comes back from.
+  template <class Model, Optimizer Opt>
+  TrainState<Opt, memory_space> draw_start_state(Model& model, const Opt& opt) {
+    detail::Sharding<Par>::shard(par_, model);
+    model.initialize(par_.space(), rng_);
+    return {opt.template init<memory_space>(model.parameter_count()), 0};
   }
 
   // fit()'s own checkpoints: the failure-injection point `checkpoint` fires mid-write.

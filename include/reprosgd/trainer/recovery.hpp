@@ -188,8 +188,9 @@ class Recovery {
   // re-shard it over the new grid, and snapshot again; when a shard and all its copies are
   // gone, or no snapshot was taken yet, resume from the newest disk checkpoint instead, or (none
   // there, and fit() began from start()'s untouched state) draw the start state again from the
-  // seed and replay from step 0, and say so. Returns why the run cannot go on when that fails too ("" once restored); a process_failure
-  // out of here is another death during the repair, which recover() repairs again.
+  // seed and replay from step 0, and say so. Returns why the run cannot go on when that fails
+  // too ("" once restored); a process_failure out of here is another death during the repair,
+  // which recover() repairs again.
   template <class Model, Optimizer Opt, class Resume, class FromSeed>
   std::string restore_shards(Par& par, FailureEvent& event, std::uint64_t step, Model& model, const Opt& opt,
                              TrainState<Opt, memory_space>& state, const std::string& checkpoint_dir, Resume& resume,
