@@ -35,11 +35,13 @@
 #include <reprosgd/trainer/state.hpp>
 #include <reprosgd/trainer/step.hpp>
 #include <reprosgd/trainer/trace.hpp>
+#include <reprosgd/trainer/write_behind.hpp>
 
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <cstdint>
 #include <filesystem>
 #include <span>
@@ -218,11 +220,17 @@ class Trainer {
   template <class Model, Optimizer Opt, class Data, class... Callbacks>
   FitResult run_fit(detail::FitRun<Ckpt>& run, Model& model, const Opt& opt, TrainState<Opt, memory_space>& state,
                     const Data& train, const Data* test, Callbacks&... callbacks) {
-    // A trace line may be written behind the training thread: fit() returns, or throws, after it.
-    struct SettleTrace {
+    // A trace line or a checkpoint may be written behind the training thread: fit() returns, or
+    // throws, after it. (A checkpoint write that fails while fit() throws for another reason is
+    // not reported: that reason is.)
+    struct SettleBehind {
       detail::Tracer<Par>& trace;
-      ~SettleTrace() { trace.settle(); }
-    } settle_trace{trace_};
+      detail::WriteBehind& checkpoint;
+      ~SettleBehind() {
+        trace.settle();
+        checkpoint.forget_failure();
+      }
+    } settle_behind{trace_, behind_};
     // fit() runs in stages: start (the checks every rank agrees on, the first buddy snapshot),
     // then each step's. A failure (process_failure, thrown on every survivor in the same
     // collective) leaves the stage where it was; after a shrink the survivors redo that stage.
@@ -463,6 +471,7 @@ class Trainer {
                            static_cast<long long>(step));
     // Apply the step only once every rank completed it: either every survivor applies it or none does.
     if constexpr (RecoverableParallelism<Par>) (void)par_.step_completed_everywhere(true);  // throws if not
+    behind_.wait_released();  // a checkpoint written behind this step has read the state it saves
     const execution_space space = par_.space();
     bool updated = false;  // by a step_ranges() that hashed the step's trace fingerprints as it went
     if constexpr (RangedStepOptimizer<Opt> && detail::is_host_space_v<execution_space>)
@@ -530,7 +539,8 @@ class Trainer {
       if (done % static_cast<std::uint64_t>(options_.buddy_every) == 0) recovery_.refresh(par_, model, state.optimizer, done);
     const bool last = static_cast<long>(done) == run.total;
     const bool due = options_.checkpoint_every > 0 && done % static_cast<std::uint64_t>(options_.checkpoint_every) == 0;
-    if (run.checkpoints && (last || run.stop || due)) save_during_fit(*run.checkpoints, model, opt, state, train);
+    if (run.checkpoints && (last || run.stop || due))
+      save_during_fit(*run.checkpoints, model, opt, state, train, /*wait=*/last || run.stop);
     run.stage = Stage::compute;
     run.result.stopped_early = run.stop;
     return run.stop;
@@ -578,6 +588,7 @@ class Trainer {
   void handle_failure(FitRun& run, const process_failure& failure, Model& model, const Opt& opt,
                       TrainState<Opt, memory_space>& state, const Data& train) {
     trace_.settle();  // recovery may restore the buffers a trace line is being computed from
+    behind_.settle();  // or a checkpoint is being written from, and may read the checkpoint directory
     // Take part in the agreement the others reach next, so all survivors leave the same stage together.
     if constexpr (Fault::on_process_failure != FailureAction::abort && RecoverableParallelism<Par>)
       if (!failure.agreed()) par_.abandon_step();
@@ -592,7 +603,7 @@ class Trainer {
       const std::string dir = run.checkpoints ? run.checkpoints->directory().string() : std::string();
       auto save = [&]() -> std::string {
         if (!run.checkpoints) return {};
-        save_during_fit(*run.checkpoints, model, opt, state, train);
+        save_during_fit(*run.checkpoints, model, opt, state, train, /*wait=*/true);
         return dir;
       };
       auto resume_from_disk = [&] { return resume(*run.checkpoints, model, opt, state, train); };
@@ -618,17 +629,48 @@ class Trainer {
     return {opt.template init<memory_space>(model.parameter_count()), 0};
   }
 
-  // fit()'s own checkpoints: the failure-injection point `checkpoint` fires mid-write.
+  // fit()'s own checkpoints: the failure-injection point `checkpoint` fires mid-write. With
+  // async_checkpoints the write goes behind training: the previous write's verdict is agreed
+  // first (a failure ends the run on every rank here), and with `wait` (fit()'s last checkpoint,
+  // the one before an error exit) this one's too, so that it is durable when fit() ends.
   template <class Model, Optimizer Opt, class Data>
   void save_during_fit(CheckpointManager<Ckpt>& checkpoints, const Model& model, const Opt& opt,
-                       const TrainState<Opt, memory_space>& state, const Data& train) {
+                       const TrainState<Opt, memory_space>& state, const Data& train, bool wait) {
     trace_.settle();  // a checkpoint of step s is written after the trace lines of the steps before s
     const std::uint64_t step = state.step;
+    if (!options_.async_checkpoints) {
+      auto at_write = [this, step] {
+        if constexpr (FailureInjecting<Par>) par_.failure_point(step, FailurePoint::checkpoint);
+      };
+      (void)driver().save(checkpoints, snapshot_info(model, opt, state, train), model, state.optimizer,
+                          detail::NoExtraState{}, at_write);
+      return;
+    }
+    report_write_behind();
+    // On the writing rank this runs on the helper thread: die_if_scheduled records nothing.
     auto at_write = [this, step] {
-      if constexpr (FailureInjecting<Par>) par_.failure_point(step, FailurePoint::checkpoint);
+      if constexpr (FailureInjecting<Par>) std::as_const(par_).die_if_scheduled(step, FailurePoint::checkpoint);
     };
-    (void)driver().save(checkpoints, snapshot_info(model, opt, state, train), model, state.optimizer,
-                        detail::NoExtraState{}, at_write);
+    driver().save_behind(behind_, checkpoints, snapshot_info(model, opt, state, train), model, opt, state.optimizer,
+                         at_write);
+    if (wait) report_write_behind();
+  }
+
+  // The verdict of the checkpoint written behind training, on every rank: the writer's exception
+  // where it failed, "another rank found invalid input" elsewhere. @collective
+  void report_write_behind() {
+    const std::exception_ptr failure = behind_.failure();
+    try {
+      detail::agreed(par_, "reprosgd::Trainer::save_checkpoint", [&] {
+        if (failure) std::rethrow_exception(failure);
+      });
+    } catch (const process_failure&) {
+      throw;  // the stage is redone after the recovery: report it then
+    } catch (...) {
+      behind_.forget_failure();
+      throw;
+    }
+    behind_.forget_failure();
   }
 
   static constexpr int restart_code() noexcept {
@@ -646,6 +688,7 @@ class Trainer {
   detail::Recovery<Par, Fault> recovery_;
   detail::Tracer<Par> trace_;
   detail::StepDump dump_;
+  detail::WriteBehind behind_;  // fit()'s checkpoints written behind training (async_checkpoints)
 };
 
 /// A Trainer that continues on the survivors when ranks die (ULFM): the default RNG and

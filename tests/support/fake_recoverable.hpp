@@ -116,6 +116,7 @@ class FakeRecoverable {
     points_.emplace_back(step, point);
   }
   [[nodiscard]] bool failure_scheduled(std::uint64_t, reprosgd::FailurePoint) const noexcept { return false; }
+  void die_if_scheduled(std::uint64_t, reprosgd::FailurePoint) const noexcept {}
 
   [[nodiscard]] int failures_thrown() const noexcept { return thrown_; }
   [[nodiscard]] int recoveries() const noexcept { return recoveries_; }

@@ -484,6 +484,7 @@ class FiberModelParallel {
   // FailureInjecting: the Trainer reports each step's start, which is how the world knows the step.
   void failure_point(std::uint64_t step, reprosgd::FailurePoint) { grid_->world().set_step(grid_->original_rank(), step); }
   [[nodiscard]] bool failure_scheduled(std::uint64_t, reprosgd::FailurePoint) const noexcept { return false; }
+  void die_if_scheduled(std::uint64_t, reprosgd::FailurePoint) const noexcept {}
 
   [[nodiscard]] int recoveries() const noexcept { return recoveries_; }
   [[nodiscard]] int abandoned() const noexcept { return abandoned_; }

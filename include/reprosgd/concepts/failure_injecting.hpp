@@ -41,11 +41,15 @@ constexpr const char* to_string(FailurePoint p) noexcept {
  *   a checkpoint is saved (the writing rank once the parameters are in the temporary file, the
  *   others as the save begins).
  * - failure_scheduled(step, point): whether this process is scheduled to die there (no effect).
+ * - die_if_scheduled(step, point): kills the process if it is scheduled to die there, and changes
+ *   nothing else, so another thread may call it while the training thread goes on (the writing
+ *   rank's `checkpoint` point of a checkpoint written behind training).
  */
 template <class P>
 concept FailureInjecting = requires(P& p, const P& cp, std::uint64_t step, FailurePoint point) {
   p.failure_point(step, point);
   { cp.failure_scheduled(step, point) } -> std::same_as<bool>;
+  cp.die_if_scheduled(step, point);
 };
 
 REPROSGD_END_NAMESPACE

@@ -199,6 +199,10 @@ class FailureInjection {
     state_.reach(point);
   }
   /// Whether this process is scheduled to die at (step, point). Not collective.
+  /// Die if (identity, step, point) is scheduled; records nothing (safe on another thread).
+  void die_if_scheduled(std::uint64_t step, FailurePoint point) const noexcept {
+    state_.schedule.maybe_fail(state_.identity, step, point);
+  }
   [[nodiscard]] bool failure_scheduled(std::uint64_t step, FailurePoint point) const noexcept {
     return state_.schedule.scheduled(state_.identity, step, point);
   }

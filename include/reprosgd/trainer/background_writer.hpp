@@ -3,6 +3,8 @@
 /// its line) one at a time, in the order they were posted, while the training thread goes on with
 /// the next step — the trace's hashing then overlaps the next step's forward and backward passes
 /// instead of adding to the step (docs/diagnosis.md, "What a trace costs").
+/// WriteBehind runs fit()'s checkpoint writes on one of its own the same way (it keeps a write's
+/// exception itself, so its jobs never report through error()).
 ///
 /// Which jobs may run behind the training thread is the caller's decision (the Tracer): a job
 /// reads buffers that the next update overwrites, so the caller settle()s before it changes them.

@@ -21,6 +21,7 @@
 #include <reprosgd/trainer/agreement.hpp>
 #include <reprosgd/trainer/sharding.hpp>
 #include <reprosgd/trainer/state.hpp>
+#include <reprosgd/trainer/write_behind.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -45,20 +46,24 @@ struct NoWriteHook {
  * What a checkpoint's payload holds: the parameters, then every optimizer state element in its
  * visit() order, each under its own name (readable in JSON), then the user's own state. Loading
  * writes into the referenced buffers, which are staging copies. `after_parameters` runs mid-write,
- * once the parameters are in the file (a failure-injection point; nothing by default).
+ * once the parameters are in the file (a failure-injection point; nothing by default);
+ * `after_payload` once everything has been serialised (the buffers are no longer read: a write
+ * behind training releases them, WriteBehind).
  */
-template <class Params, class State, class Extra = NoExtraState, class Hook = NoWriteHook>
+template <class Params, class State, class Extra = NoExtraState, class Hook = NoWriteHook, class Done = NoWriteHook>
 struct TrainingPayload {
   Params* params;
   State* state;
   Extra* extra = nullptr;  ///< the user's own state (any cereal-serializable type), saved last
   Hook after_parameters{};
+  Done after_payload{};
   template <class Archive>
   void save(Archive& ar) const {
     ar(cereal::make_nvp("parameters", *params));
     after_parameters();
     state->visit([&](const char* name, const auto& x) { ar(cereal::make_nvp(name, x)); });
     if constexpr (!std::is_same_v<Extra, NoExtraState>) ar(cereal::make_nvp("user", *extra));
+    after_payload();
   }
   template <class Archive>
   void load(Archive& ar) {
@@ -67,6 +72,30 @@ struct TrainingPayload {
     if constexpr (!std::is_same_v<Extra, NoExtraState>) ar(cereal::make_nvp("user", *extra));
   }
 };
+
+/// Parameters and optimizer state (a Sharding::Canonical, any memory space) copied into host
+/// memory: what a checkpoint written behind training from device memory reads.
+template <class Canonical, Optimizer Opt>
+auto host_snapshot(const Canonical& canonical, const Opt& opt) {
+  using Space = typename std::remove_cvref_t<decltype(canonical.params)>::memory_space;
+  struct HostSnapshot {
+    Buffer<Kokkos::HostSpace> params;
+    typename Opt::template state_type<Kokkos::HostSpace> state;
+  } host{Buffer<Kokkos::HostSpace>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::Trainer::host_params"),
+                                   canonical.params.extent(0)),
+         opt.template init<Kokkos::HostSpace>(0)};
+  Kokkos::deep_copy(host.params, canonical.params);
+  visit_pair<Space>(host.state, canonical.state, [](auto& h, const auto& d) {
+    if constexpr (is_buffer_v<decltype(d)>) {
+      h = std::remove_cvref_t<decltype(h)>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::Trainer::host_state"),
+                                           d.extent(0));
+      Kokkos::deep_copy(h, d);
+    } else {
+      h = d;
+    }
+  });
+  return host;
+}
 
 /// Saves, loads and resumes for one Trainer: its policy and its Sharding, by reference, for the
 /// duration of one call. Every member is @collective.
@@ -95,6 +124,36 @@ class CheckpointDriver {
       written = checkpoints.save(info, payload(canonical, extra, at_write));
     });
     return written;
+  }
+
+  /**
+   * Hand a checkpoint to `behind`'s helper thread and return (TrainerOptions::async_checkpoints).
+   * The canonical state is collected here (a collective under model parallelism); the writing rank
+   * posts the write, which reads the live buffers until it releases them (call
+   * behind.wait_released() before changing the parameters or the optimizer state) and keeps its
+   * failure in `behind`. In a memory space the host cannot read, the state is first copied to the
+   * host on this thread, so the helper never touches the device. `at_write` runs as in save(),
+   * on the helper thread on the writing rank: it must be safe there. `checkpoints` must outlive
+   * the write (behind.settle()).
+   */
+  template <CheckpointFormat F, class Model, Optimizer Opt, class State, class Hook = NoWriteHook>
+  void save_behind(WriteBehind& behind, CheckpointManager<F>& checkpoints, const SnapshotInfo& info,
+                   const Model& model, const Opt& opt, const State& optimizer_state, Hook at_write = {}) {
+    auto canonical = sharding_.collect(par_, model, optimizer_state);
+    if (!Sharding<Par>::writes_checkpoints(par_)) {
+      at_write();
+      return;
+    }
+    auto post = [&](auto snapshot) {
+      behind.post([&checkpoints, info, snapshot = std::move(snapshot), at_write](WriteBehind::Release release) {
+        (void)checkpoints.save(info, payload(snapshot, NoExtraState{}, at_write, release));
+      });
+    };
+    if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, memory_space>::accessible) {
+      post(std::move(canonical));
+    } else {
+      post(host_snapshot(canonical, opt));
+    }
   }
 
   /// Write one checkpoint file at `path`.
@@ -159,12 +218,12 @@ class CheckpointDriver {
     return staged;
   }
   // Saving only reads through these pointers (TrainingPayload::save is const).
-  template <class C, class Extra, class Hook>
-  static auto payload(const C& canonical, const Extra& extra, Hook hook) {
+  template <class C, class Extra, class Hook, class Done = NoWriteHook>
+  static auto payload(const C& canonical, const Extra& extra, Hook hook, Done done = {}) {
     using P = std::remove_cvref_t<decltype(canonical.params)>;
     using S = std::remove_cvref_t<decltype(canonical.state)>;
-    return TrainingPayload<P, S, Extra, Hook>{const_cast<P*>(&canonical.params), const_cast<S*>(&canonical.state),
-                                              const_cast<Extra*>(&extra), std::move(hook)};
+    return TrainingPayload<P, S, Extra, Hook, Done>{const_cast<P*>(&canonical.params), const_cast<S*>(&canonical.state),
+                                                    const_cast<Extra*>(&extra), std::move(hook), std::move(done)};
   }
 
   Par& par_;

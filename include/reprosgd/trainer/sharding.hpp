@@ -33,17 +33,25 @@
 REPROSGD_BEGIN_NAMESPACE
 namespace detail {
 
-/// Visit two optimizer states of one type element by element (same order and types by construction).
-template <class S, class F>
-void visit_pair(S& a, const S& b, F&& f) {
+template <class X>
+inline constexpr bool is_buffer_v = Kokkos::is_view<std::remove_cvref_t<X>>::value;
+
+/// Visit two optimizer states element by element: one type, or one optimizer's state in two
+/// memory spaces (`a`'s buffers are Buffer<any space>, `b`'s Buffer<BSpace>; the same order and
+/// the same other members by construction).
+template <class BSpace = void, class A, class B, class F>
+void visit_pair(A& a, const B& b, F&& f) {
   std::vector<const void*> elements;
   b.visit([&](const char*, const auto& x) { elements.push_back(&x); });
   std::size_t i = 0;
-  a.visit([&](const char*, auto& x) { f(x, *static_cast<const std::remove_cvref_t<decltype(x)>*>(elements[i++])); });
+  a.visit([&](const char*, auto& x) {
+    using X = std::remove_cvref_t<decltype(x)>;
+    if constexpr (std::is_same_v<A, B> || !is_buffer_v<X>)
+      f(x, *static_cast<const X*>(elements[i++]));
+    else
+      f(x, *static_cast<const Buffer<BSpace>*>(elements[i++]));
+  });
 }
-
-template <class X>
-inline constexpr bool is_buffer_v = Kokkos::is_view<std::remove_cvref_t<X>>::value;
 
 template <Parallelism Par>
 class Sharding {

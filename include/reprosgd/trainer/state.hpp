@@ -59,6 +59,10 @@ struct TrainerOptions {
   std::string checkpoint_dir{}; ///< when set, fit() checkpoints there (format: the Trainer's Ckpt)
   long checkpoint_every = 0;    ///< steps between checkpoints (0: only at the end of fit)
   std::size_t keep_last = 3;    ///< checkpoints kept in checkpoint_dir
+  /// fit()'s checkpoints written by a helper thread while the next steps train (the same files;
+  /// a failed write is reported at the next checkpoint, fit()'s last one is waited for; see
+  /// docs/checkpoints.md, "Asynchronous checkpoints")
+  bool async_checkpoints = false;
   long stop_after = 0;          ///< stop cleanly after this global step (as if interrupted); 0: never
   int min_ranks = 1;            ///< ShrinkAndContinue: fewer survivors than this end the run (with a checkpoint)
   /// ShrinkAndContinue with a model-parallel policy: steps between the in-memory buddy snapshots
