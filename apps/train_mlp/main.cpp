@@ -213,6 +213,10 @@ int run(Config c) {  // a copy: standardize() adds the statistics it computed
     throw config_error("train_mlp: --dampening is SGD's (--optimizer sgd), not " + c.optimizer + "'s");
   if (c.optimizer == "sgd" && c.adam_options_given)
     throw config_error("train_mlp: --beta1, --beta2 and --eps are Adam's and AdamW's, not sgd's");
+  if (c.checkpoint_async && c.checkpoint_dir.empty())
+    throw config_error("train_mlp: --checkpoint-async needs --checkpoint-dir");
+  if (c.checkpoint_async && c.format != "portable")
+    throw config_error("train_mlp: --checkpoint-async writes checkpoints in --format portable (fit()'s own format)");
   if (!c.targets.empty() && c.loss != "mse")
     throw config_error("train_mlp: --targets FILE (IDX regression targets) needs --loss mse");
   if (c.targets.empty() && !c.test_targets.empty())
@@ -352,6 +356,9 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet", c.quiet, "print only the fingerprint");
   app.add_option("--checkpoint-dir", c.checkpoint_dir, "write checkpoints into this directory");
   app.add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints (and one at the end)");
+  app.add_flag("--checkpoint-async", c.checkpoint_async,
+               "write each checkpoint on a helper thread while the next steps train (the same files; the last "
+               "one is waited for; a failed write ends the run at the next checkpoint)");
   app.add_option("--keep", c.keep, "checkpoints kept in --checkpoint-dir")->check(CLI::PositiveNumber);
   app.add_option("--format", c.format, "checkpoint (and --save-model) format")
       ->check(CLI::IsMember({"binary", "portable", "json"}));

@@ -84,6 +84,7 @@ struct Config {
   std::string reduction = "exact";
   std::string checkpoint_dir;
   long checkpoint_every = 0;
+  bool checkpoint_async = false;  // --checkpoint-async: fit() writes its checkpoints behind training
   std::size_t keep = 3;
   std::string format = "portable";
   std::string resume;
@@ -239,14 +240,16 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
     o.schedule.kind = ScheduleKind::cosine;
     o.schedule.warmup_steps = c.warmup;
   }
-  // With a fault policy other than Abort, checkpoints are written by fit() itself (its checkpoint
-  // stage survives a lost rank); with Abort by the step hook below, in any --format.
-  const bool fit_checkpoints = !std::is_same_v<Fault, Abort>;
+  // With a fault policy other than Abort, or --checkpoint-async, checkpoints are written by fit()
+  // itself (its checkpoint stage survives a lost rank, and can write behind training); otherwise
+  // by the step hook below, in any --format.
+  const bool fit_checkpoints = !std::is_same_v<Fault, Abort> || c.checkpoint_async;
   if (fit_checkpoints) {
     o.checkpoint_dir = c.checkpoint_dir;
     o.checkpoint_every = c.checkpoint_every;
     o.keep_last = c.keep;
     o.stop_after = c.stop_after;
+    o.async_checkpoints = c.checkpoint_async;
   }
   o.min_ranks = c.min_ranks;
   o.buddy_every = c.buddy_every;

@@ -58,6 +58,8 @@ expect 2 "Dropout: p must be in [0, 1), got 1.5" --data synthetic --synthetic-tr
 expect 2 "train_mlp: error: --feature-chunk: Value 0 not in range" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --feature-chunk 0
 expect 2 "train_mlp: error: --feature-chunk: Value -3 not in range" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --feature-chunk -3
 expect 2 "train_mlp: error: --parallel model needs --reduction exact" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --parallel model --reduction native
+expect 2 "train_mlp: error: --checkpoint-async needs --checkpoint-dir" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --checkpoint-async
+expect 2 "train_mlp: error: --checkpoint-async writes checkpoints in --format portable (fit()'s own format)" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --checkpoint-dir "$tmp/async" --checkpoint-async --format json
 if [ "$has_mpi" = 1 ]; then
   expect 2 'train_mlp: error: reprosgd::GridShape::parse: "2x" is not a grid (expected PDxPM with positive integers, e.g. 2x2)' --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --parallel hybrid --grid 2x
   expect 2 '"0x1" is not a grid' --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --parallel hybrid --grid 0x1

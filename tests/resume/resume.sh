@@ -17,6 +17,10 @@ for opt in "adam --lr 0.002" "adamw --lr 0.002 --weight-decay 0.01" "sgd --lr 0.
   "$exe" "${base[@]}" --optimizer $opt --checkpoint-dir "$tmp/j" --format json --stop-after 11 >/dev/null
   got=$("$exe" "${base[@]}" --optimizer $opt --threads 1 --format json --resume "$tmp/j/ckpt-000000000011.rsgd" | tail -n 1)
   same "${opt%% *} json file resumed on 1 thread" "$ref" "$got"
+  # Written behind training (--checkpoint-async, every 5 steps): stopped at 23, resumed, the same bits.
+  "$exe" "${base[@]}" --optimizer $opt --threads 2 --checkpoint-dir "$tmp/a" --checkpoint-every 5 --checkpoint-async --stop-after 23 >/dev/null
+  got=$("$exe" "${base[@]}" --optimizer $opt --backend serial --checkpoint-dir "$tmp/a" --resume auto | tail -n 1)
+  same "${opt%% *} written behind training, stop@23, resumed on Serial" "$ref" "$got"
   rm -rf "$tmp"/*
 done
 finish

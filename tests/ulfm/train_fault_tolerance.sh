@@ -32,6 +32,8 @@
 # Model and hybrid parallelism (issue 6): FT_MODEL holds model options given to every run (e.g.
 # --feature-chunk 8), FT_PARALLEL the job's policy options (e.g. --parallel hybrid --grid 2x2
 # --buddy-every 5), FT_EXPECT a line the job must print (e.g. where the lost shards came from).
+# FT_CHECKPOINT: checkpoint options for the checkpoint and fallback cases (--checkpoint-async: the
+# writes go behind training, and a rank dies while one is in flight).
 # With FT_PARALLEL set, every failure's line saying where the lost shards came from must match
 # its JSON event in the --metrics file ("restored_from", "resumed_from" and "step").
 # Every launch runs under `timeout`; running past it is a failure (a hang), and so is any
@@ -106,7 +108,7 @@ failures_expected=$(tr ',' '\n' <<<"$spec" | sed 's/^[0-9]*@//; s/:.*//' | sort 
 case $kind in
   shrink | checkpoint | fallback)
     extra=()
-    [[ $kind != shrink ]] && extra=(--checkpoint-dir "$work/ckpt" --checkpoint-every 5)
+    [[ $kind != shrink ]] && extra=(--checkpoint-dir "$work/ckpt" --checkpoint-every 5 ${FT_CHECKPOINT:-})
     run_job "$work/out" "${launcher[@]}" -n 4 --with-ft ulfm "$exe" "${ft_args[@]}" "${extra[@]}" \
       --fault-tolerance shrink --inject-failure "$spec"
     rc=$?
