@@ -641,6 +641,7 @@ class Trainer {
     if (!options_.async_checkpoints) {
       auto at_write = [this, step] {
         if constexpr (FailureInjecting<Par>) par_.failure_point(step, FailurePoint::checkpoint);
+        else (void)this, (void)step;  // used only where a failure can be injected
       };
       (void)driver().save(checkpoints, snapshot_info(model, opt, state, train), model, state.optimizer,
                           detail::NoExtraState{}, at_write);
@@ -650,6 +651,7 @@ class Trainer {
     // On the writing rank this runs on the helper thread: die_if_scheduled records nothing.
     auto at_write = [this, step] {
       if constexpr (FailureInjecting<Par>) std::as_const(par_).die_if_scheduled(step, FailurePoint::checkpoint);
+      else (void)this, (void)step;  // used only where a failure can be injected
     };
     driver().save_behind(behind_, checkpoints, snapshot_info(model, opt, state, train), model, opt, state.optimizer,
                          at_write);

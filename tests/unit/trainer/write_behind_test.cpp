@@ -212,7 +212,10 @@ TEST_SUITE("trainer/write_behind") {
 
     // Each checkpoint of the asynchronous run resumes to the uninterrupted bits.
     const auto dir = fresh_dir("reprosgd_write_behind_resume");
-    for (const auto& [name, bytes] : files[1]) {
+    for (const auto& entry : files[1]) {
+      // Not a structured binding: CAPTURE's lambda cannot capture one in clang 15 (hipcc).
+      const std::string& name = entry.first;
+      const auto& bytes = entry.second;
       CAPTURE(name);
       std::filesystem::create_directories(dir);
       std::ofstream(dir / name, std::ios::binary) << bytes;
