@@ -19,8 +19,11 @@
 #include <reprosgd/kernels/loss.hpp>
 
 #include <reprosgd/nn/activation.hpp>
+#include <reprosgd/nn/conv2d.hpp>
 #include <reprosgd/nn/dense.hpp>
 #include <reprosgd/nn/dropout.hpp>
+#include <reprosgd/nn/flatten.hpp>
+#include <reprosgd/nn/pool2d.hpp>
 #include <reprosgd/nn/sequential.hpp>
 
 #include <reprosgd/optim/adam.hpp>

@@ -29,6 +29,23 @@ template <class L>
 concept HasInputWidth = requires(const L l) {
   { l.in } -> std::convertible_to<int>;
 };
+/// A layer that knows its input width: Dense's `in`, an image layer's input_width() (C x H x W).
+template <class L>
+concept StatesInputWidth = HasInputWidth<L> || requires(const L l) {
+  { l.input_width() } -> std::convertible_to<int>;
+};
+template <StatesInputWidth L>
+int input_width_of(const L& l) {
+  if constexpr (HasInputWidth<L>) return l.in;
+  else return l.input_width();
+}
+/// A layer that needs scratch memory in forward and backward (Conv2D's patch matrix): it says how
+/// many floats for `rows` samples, and takes them as a last argument; Sequential's Workspace keeps
+/// the largest such buffer between steps.
+template <class L>
+concept UsesScratch = requires(const L l, int width, long rows) {
+  { l.scratch_size(width, rows) } -> std::convertible_to<std::size_t>;
+};
 /// A layer whose output features can be split across a model group (Dense).
 template <class L>
 concept FeatureShardable = requires(const L l, int q, FeatureRange r) {
@@ -43,7 +60,7 @@ concept FeatureShardable = requires(const L l, int q, FeatureRange r) {
  * A model: layers applied in order, their parameters in ONE contiguous buffer (layer 0's first).
  *
  * Layer types are fixed at compile time (no virtual calls inside kernels); sizes are runtime. The
- * first layer fixes the input width (it must have an `in` member, e.g. Dense).
+ * first layer fixes the input width (an `in` member, e.g. Dense, or input_width(), e.g. Conv2D).
  *
  * **Example**:
  * @code
@@ -82,6 +99,7 @@ class BasicSequential {
     Matrix<memory_space> grad_out;          // gradient of the loss w.r.t. the model's output
     Buffer<memory_space> local_out;         // a sharded layer's own output columns (model parallel)
     Buffer<memory_space> partials;          // input-gradient partials of the owned feature chunks
+    Buffer<memory_space> layer_scratch;     // the largest scratch a layer asks for (detail::UsesScratch)
     std::any chunk_sum;  // LocalExactSum<ExecSpace> of the one-process calls: its workspace kept between steps
     /// Diagnosis (trace level tensor, testing::find_nondeterminism): when keep_input_gradients()
     /// sized it, backward copies layer i's input gradient into input_gradients[i] (i > 0; the
@@ -103,9 +121,10 @@ class BasicSequential {
 
   explicit BasicSequential(Layers... layers) : layers_(std::move(layers)...) {
     using first = std::tuple_element_t<0, std::tuple<Layers...>>;
-    static_assert(detail::HasInputWidth<first>,
-                  "reprosgd::Sequential: the first layer must state its input width (e.g. Dense{in, out})");
-    widths_[0] = std::get<0>(layers_).in;
+    static_assert(detail::StatesInputWidth<first>,
+                  "reprosgd::Sequential: the first layer must state its input width (e.g. Dense{in, out}, "
+                  "Conv2D{{channels, height, width}, ...})");
+    widths_[0] = detail::input_width_of(std::get<0>(layers_));
     canonical_offsets_[0] = 0;
     for_each_layer([&](auto& layer, auto i) {
       widths_[i + 1] = layer.output_width(widths_[i]);
@@ -229,6 +248,13 @@ class BasicSequential {
         if (i > 0) partials = std::max(partials, layer.partials_size(rows, model_rank_, model_size_));
       }
     });
+    std::size_t scratch = 0;
+    for_each_layer([&](auto& layer, auto i) {
+      if constexpr (detail::UsesScratch<std::remove_cvref_t<decltype(layer)>>)
+        scratch = std::max(scratch, static_cast<std::size_t>(layer.scratch_size(widths_[i], rows)));
+    });
+    ws.layer_scratch = Buffer<memory_space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::Sequential::layer_scratch"),
+                                            scratch);
     ws.local_out = Buffer<memory_space>("reprosgd::Sequential::local_out", local_out);
     ws.partials = Buffer<memory_space>("reprosgd::Sequential::partials", partials);
     return ws;
@@ -260,7 +286,10 @@ class BasicSequential {
           return;
         }
       }
-      layer.forward(ctx, slice(params_, i), x, y);
+      if constexpr (detail::UsesScratch<std::remove_cvref_t<decltype(layer)>>)
+        layer.forward(ctx, slice(params_, i), x, y, ws.layer_scratch);
+      else
+        layer.forward(ctx, slice(params_, i), x, y);
     });
   }
 
@@ -292,6 +321,9 @@ class BasicSequential {
       const MatrixRef<memory_space> x = top(ws.act[i], rows);
       if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
         layer.backward(ctx, slice(params_, i), x, gout, gin, slice(grads, i), group, ws.partials);
+      } else if constexpr (detail::UsesScratch<std::remove_cvref_t<decltype(layer)>>) {
+        layer.backward(ctx, slice(params_, i), x, top(ws.act[i + 1], rows), gout, gin, slice(grads, i),
+                       ws.layer_scratch);
       } else {
         layer.backward(ctx, slice(params_, i), x, top(ws.act[i + 1], rows), gout, gin, slice(grads, i));
       }
