@@ -3,6 +3,7 @@
 #pragma once
 
 #include <reprosgd/error.hpp>
+#include <reprosgd/kernels/image.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -43,6 +44,10 @@ struct Dataset {
   labels_type labels;      ///< N class labels in [0, num_classes); empty for a regression data set
   int num_classes = 0;
   targets_type targets;    ///< regression: N x T targets, row-major; empty (N x 0) for classification
+  /// Each sample's image shape when the features are an image (C x H x W floats stored
+  /// height, width, channel: NHWC rows, docs/layers.md), else 0x0x0. The Fashion-MNIST loader sets
+  /// 1x28x28; the Trainer refuses a model whose first image layer expects another shape.
+  ImageShape sample_shape{};
 
   /// The number of samples N.
   [[nodiscard]] std::size_t size() const noexcept { return features.extent(0); }

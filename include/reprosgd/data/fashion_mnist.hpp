@@ -71,6 +71,7 @@ inline constexpr const char* fashion_mnist_files[4] = {"train-images-idx3-ubyte"
     if (d->feature_count() != 28 * 28)
       throw data_error("reprosgd::load_fashion_mnist: " + dir + ": expected 28 x 28 = 784 pixels per image, found " +
                        std::to_string(d->feature_count()));
+  out.train.sample_shape = out.test.sample_shape = ImageShape{1, 28, 28};
   return out;
 }
 

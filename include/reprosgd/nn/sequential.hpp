@@ -5,6 +5,7 @@
 #include <reprosgd/concepts/layer.hpp>
 #include <reprosgd/concepts/layer_context.hpp>
 #include <reprosgd/error.hpp>
+#include <reprosgd/kernels/image.hpp>
 #include <reprosgd/kernels/views.hpp>
 #include <reprosgd/nn/dense.hpp>
 #include <reprosgd/nn/model_group.hpp>
@@ -39,6 +40,11 @@ int input_width_of(const L& l) {
   if constexpr (HasInputWidth<L>) return l.in;
   else return l.input_width();
 }
+/// A layer whose input is an image of a stated shape (Conv2D, the pools, Flatten).
+template <class L>
+concept TakesImage = requires(const L l) {
+  { l.input } -> std::convertible_to<ImageShape>;
+};
 /// A layer that needs scratch memory in forward and backward (Conv2D's patch matrix): it says how
 /// many floats for `rows` samples, and takes them as a last argument; Sequential's Workspace keeps
 /// the largest such buffer between steps.
@@ -202,6 +208,12 @@ class BasicSequential {
     return runs;
   }
   [[nodiscard]] int input_width() const noexcept { return widths_[0]; }
+  /// The image shape the first layer expects (Conv2D, a pool, Flatten), else 0x0x0 (features).
+  [[nodiscard]] ImageShape input_shape() const noexcept {
+    using first = std::tuple_element_t<0, std::tuple<Layers...>>;
+    if constexpr (detail::TakesImage<first>) return std::get<0>(layers_).input;
+    else return ImageShape{};
+  }
   [[nodiscard]] int output_width() const noexcept { return widths_[depth]; }
   [[nodiscard]] int width(std::size_t i) const noexcept { return widths_[i]; }
   [[nodiscard]] std::size_t parameter_offset(std::size_t layer) const noexcept { return offsets_[layer]; }

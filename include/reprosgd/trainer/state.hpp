@@ -12,6 +12,7 @@
 #include <reprosgd/concepts/optimizer.hpp>
 #include <reprosgd/config.hpp>
 #include <reprosgd/error.hpp>
+#include <reprosgd/kernels/image.hpp>
 #include <reprosgd/kernels/loss.hpp>
 #include <reprosgd/optim/schedule.hpp>
 
@@ -126,6 +127,15 @@ void check_data_for(const Model& model, const Data& data, const char* what, Loss
     throw config_error(std::string("reprosgd::Trainer: the ") + what + " data has " +
                        std::to_string(data.feature_count()) + " features but the model's first layer expects " +
                        std::to_string(model.input_width()));
+  if constexpr (requires { model.input_shape(); }) {
+    // The same width can be another image (1x28x28 and 28x28x1, 3x16x16 and 12x8x8): the shapes
+    // must agree where both are known.
+    const ImageShape want = model.input_shape();
+    if (want.size() != 0 && data.sample_shape.size() != 0 && !(want == data.sample_shape))
+      throw config_error(std::string("reprosgd::Trainer: the ") + what + " data's samples are " +
+                         data.sample_shape.text() + " images but the model's first layer, " + model.describe().front() +
+                         ", expects " + want.text());
+  }
   if (data.is_regression() && loss != LossKind::mse)
     throw config_error(std::string("reprosgd::Trainer: the ") + what + " data has " +
                        std::to_string(data.target_count()) +
