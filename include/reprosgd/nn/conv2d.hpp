@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <string>
+#include <type_traits>
 
 REPROSGD_BEGIN_NAMESPACE
 
