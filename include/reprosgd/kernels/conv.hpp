@@ -25,21 +25,27 @@ REPROSGD_BEGIN_NAMESPACE
 template <class ExecSpace>
 void im2col(const ExecSpace& space, const WindowGeometry& g, long rows, const float* x, float* col) {
   const long C = g.in.channels, H = g.in.height, W = g.in.width, K = g.kernel, S = g.stride, P = g.padding;
-  const long OH = g.out_height(), OW = g.out_width(), KK = K * K, KKC = KK * C, HWC = H * W * C;
-  const long items = rows * OH * OW * KK;  // one (patch, window offset): C contiguous floats
-  Kokkos::parallel_for("reprosgd::im2col", Kokkos::RangePolicy<ExecSpace>(space, 0, items), KOKKOS_LAMBDA(const long e) {
-    const long m = e / KK, t = e - m * KK;
-    const long kh = t / K, kw = t - kh * K;
+  const long OH = g.out_height(), OW = g.out_width(), KC = K * C, KKC = K * KC, HWC = H * W * C;
+  // One work item per patch row; per window row kh the valid offsets kw form one run of
+  // contiguous input (kw0..kw1), copied as (kw1 - kw0) * C floats, the padding around it zeroed.
+  Kokkos::parallel_for("reprosgd::im2col", Kokkos::RangePolicy<ExecSpace>(space, 0, rows * OH * OW), KOKKOS_LAMBDA(const long m) {
     const long n = m / (OH * OW), pix = m - n * (OH * OW);
     const long oh = pix / OW, ow = pix - oh * OW;
-    const long h = oh * S - P + kh, w = ow * S - P + kw;
-    float* KOKKOS_RESTRICT dst = col + m * KKC + t * C;
-    if (h < 0 || h >= H || w < 0 || w >= W) {
-      for (long c = 0; c < C; ++c) dst[c] = 0.0f;
-      return;
+    const long w0 = ow * S - P;  // input column of kw = 0
+    const long kw0 = w0 < 0 ? -w0 : 0, kw1 = W - w0 < K ? W - w0 : K;
+    float* KOKKOS_RESTRICT dst = col + m * KKC;
+    for (long kh = 0; kh < K; ++kh, dst += KC) {
+      const long h = oh * S - P + kh;
+      if (h < 0 || h >= H || kw1 <= kw0) {
+        for (long j = 0; j < KC; ++j) dst[j] = 0.0f;
+        continue;
+      }
+      for (long j = 0; j < kw0 * C; ++j) dst[j] = 0.0f;
+      const float* KOKKOS_RESTRICT src = x + n * HWC + (h * W + w0 + kw0) * C;
+      const long run = (kw1 - kw0) * C;
+      for (long j = 0; j < run; ++j) dst[kw0 * C + j] = src[j];
+      for (long j = kw1 * C; j < KC; ++j) dst[j] = 0.0f;
     }
-    const float* KOKKOS_RESTRICT src = x + n * HWC + (h * W + w) * C;
-    for (long c = 0; c < C; ++c) dst[c] = src[c];
   });
 }
 

@@ -14,74 +14,140 @@
 REPROSGD_BEGIN_NAMESPACE
 namespace detail {
 
-/// The input pixel (h * W + w) that wins max pooling's window (oh, ow) in channel c of the sample
-/// at `x`: the first of the window's largest values, walking kh then kw ascending over the pixels
-/// inside the input (padding never wins); a NaN wins over every number (it propagates, as in
-/// PyTorch), the first NaN over later ones. @device
-KOKKOS_INLINE_FUNCTION long max_pool_winner(const float* x, long H, long W, long C, long K, long S, long P, long oh,
-                                            long ow, long c) {
-  long best = -1;
-  float best_v = 0.0f;
-  for (long kh = 0; kh < K; ++kh) {
-    const long h = oh * S - P + kh;
-    if (h < 0 || h >= H) continue;
-    for (long kw = 0; kw < K; ++kw) {
-      const long w = ow * S - P + kw;
-      if (w < 0 || w >= W) continue;
-      const float v = x[(h * W + w) * C + c];
-      // best_v == best_v: the current winner is not a NaN, so a NaN or a strictly larger value takes over.
-      if (best < 0 || (best_v == best_v && (v > best_v || v != v))) {
-        best = h * W + w;
-        best_v = v;
-      }
-    }
-  }
-  return best;
+// Max pooling's winner of a window, per channel: walking the window's pixels inside the input
+// (padding never wins) kh then kw ascending, the first pixel starts as the winner and a later one
+// takes over only when its value is larger, or is a NaN while the winner is not (a NaN propagates,
+// as in PyTorch). So the first of equal maxima — the lowest input index — wins a tie.
+
+/// The windows (first, last, inclusive) along one axis whose span [o * S - P, o * S - P + K)
+/// contains input index i; empty (first > last) when none does. @device
+KOKKOS_INLINE_FUNCTION void covering_windows(long i, long K, long S, long P, long outs, long& first, long& last) {
+  const long lo = i + P - K + 1;  // o * S >= lo
+  first = lo <= 0 ? 0 : (lo + S - 1) / S;
+  last = (i + P) / S;
+  if (last > outs - 1) last = outs - 1;
 }
+
+/// Channels a pooling work item handles at once (its local arrays).
+inline constexpr long pool_channel_block = 16;
 
 }  // namespace detail
 
-/// y(n, oh, ow, c) = the largest x in the window (detail::max_pool_winner). @deterministic @device
+/// y(n, oh, ow, c) = the largest x in the window (the value of the window's winner, above).
+/// A work item owns an output pixel's C channels. @deterministic @device
 template <class ExecSpace>
 void max_pool_forward(const ExecSpace& space, const WindowGeometry& g, long rows, const float* x, float* y) {
   const long C = g.in.channels, H = g.in.height, W = g.in.width, K = g.kernel, S = g.stride, P = g.padding;
   const long OH = g.out_height(), OW = g.out_width(), HWC = H * W * C;
-  Kokkos::parallel_for("reprosgd::max_pool_forward", Kokkos::RangePolicy<ExecSpace>(space, 0, rows * OH * OW * C),
-                       KOKKOS_LAMBDA(const long e) {
-                         const long c = e % C, m = e / C;
+  Kokkos::parallel_for("reprosgd::max_pool_forward", Kokkos::RangePolicy<ExecSpace>(space, 0, rows * OH * OW),
+                       KOKKOS_LAMBDA(const long m) {
                          const long n = m / (OH * OW), pix = m - n * (OH * OW);
                          const long oh = pix / OW, ow = pix - oh * OW;
                          const float* xs = x + n * HWC;
-                         y[e] = xs[detail::max_pool_winner(xs, H, W, C, K, S, P, oh, ow, c) * C + c];
+                         float* KOKKOS_RESTRICT out = y + m * C;
+                         bool first = true;
+                         for (long kh = 0; kh < K; ++kh) {
+                           const long h = oh * S - P + kh;
+                           if (h < 0 || h >= H) continue;
+                           for (long kw = 0; kw < K; ++kw) {
+                             const long w = ow * S - P + kw;
+                             if (w < 0 || w >= W) continue;
+                             const float* KOKKOS_RESTRICT v = xs + (h * W + w) * C;
+                             if (first) {
+                               for (long c = 0; c < C; ++c) out[c] = v[c];
+                               first = false;
+                             } else {
+                               for (long c = 0; c < C; ++c) {
+                                 const float b = out[c];
+                                 out[c] = (b == b && (v[c] > b || v[c] != v[c])) ? v[c] : b;
+                               }
+                             }
+                           }
+                         }
                        });
 }
 
 /// gx(n, h, w, c) = the sum, from +0, over the windows (oh ascending, then ow) that contain (h, w)
-/// and whose winner it is, of gy(n, oh, ow, c): each window's gradient goes to its one winner (the
-/// lowest index of a tie). @deterministic @device
+/// and whose winner it is (above), of gy(n, oh, ow, c): each window's gradient
+/// goes to its one winner (the lowest index of a tie). A work item owns an input pixel's channels,
+/// detail::pool_channel_block at a time. @deterministic @device
 template <class ExecSpace>
 void max_pool_backward(const ExecSpace& space, const WindowGeometry& g, long rows, const float* x, const float* gy,
                        float* gx) {
   const long C = g.in.channels, H = g.in.height, W = g.in.width, K = g.kernel, S = g.stride, P = g.padding;
   const long OH = g.out_height(), OW = g.out_width(), HWC = H * W * C;
-  Kokkos::parallel_for("reprosgd::max_pool_backward", Kokkos::RangePolicy<ExecSpace>(space, 0, rows * HWC),
-                       KOKKOS_LAMBDA(const long e) {
-                         const long n = e / HWC, r = e - n * HWC;
-                         const long c = r % C, pix = r / C;
-                         const long h = pix / W, w = pix - h * W;
-                         const float* xs = x + n * HWC;
-                         float acc = 0.0f;
-                         for (long oh = 0; oh < OH; ++oh) {
-                           const long h0 = oh * S - P;
-                           if (h < h0 || h >= h0 + K) continue;
-                           for (long ow = 0; ow < OW; ++ow) {
-                             const long w0 = ow * S - P;
-                             if (w < w0 || w >= w0 + K) continue;
-                             if (detail::max_pool_winner(xs, H, W, C, K, S, P, oh, ow, c) == pix)
-                               acc = acc + gy[((n * OH + oh) * OW + ow) * C + c];
+  if (S >= K && P == 0) {
+    // Disjoint windows (the common kernel = stride): an input pixel lies in at most one window, so
+    // the window's item owns its pixels' gradients: 0 + gy for its winner (the sum above, from +0,
+    // of one term), +0 for the others; pixels in no window (a size the stride does not divide)
+    // keep the zeros written first. The same bits as the gather below.
+    Kokkos::parallel_for("reprosgd::max_pool_backward_zero", Kokkos::RangePolicy<ExecSpace>(space, 0, rows * HWC),
+                         KOKKOS_LAMBDA(const long e) { gx[e] = 0.0f; });
+    Kokkos::parallel_for("reprosgd::max_pool_backward_disjoint", Kokkos::RangePolicy<ExecSpace>(space, 0, rows * OH * OW),
+                         KOKKOS_LAMBDA(const long m) {
+                           constexpr long block = detail::pool_channel_block;
+                           const long n = m / (OH * OW), opix = m - n * (OH * OW);
+                           const long oh = opix / OW, ow = opix - oh * OW;
+                           const float* xs = x + n * HWC;
+                           float* gs = gx + n * HWC;
+                           for (long c0 = 0; c0 < C; c0 += block) {
+                             const long cw = C - c0 < block ? C - c0 : block;
+                             float best_v[block];
+                             long best_i[block];
+                             for (long j = 0; j < cw; ++j) best_i[j] = -1, best_v[j] = 0.0f;
+                             for (long kh = 0; kh < K; ++kh)
+                               for (long kw = 0; kw < K; ++kw) {
+                                 const long pix = (oh * S + kh) * W + ow * S + kw;
+                                 const float* v = xs + pix * C + c0;
+                                 for (long j = 0; j < cw; ++j)
+                                   if (best_i[j] < 0 || (best_v[j] == best_v[j] && (v[j] > best_v[j] || v[j] != v[j]))) {
+                                     best_i[j] = pix;
+                                     best_v[j] = v[j];
+                                   }
+                               }
+                             const float* gw = gy + m * C + c0;
+                             for (long j = 0; j < cw; ++j) gs[best_i[j] * C + c0 + j] = 0.0f + gw[j];
                            }
+                         });
+    return;
+  }
+  Kokkos::parallel_for("reprosgd::max_pool_backward", Kokkos::RangePolicy<ExecSpace>(space, 0, rows * H * W),
+                       KOKKOS_LAMBDA(const long e) {
+                         constexpr long block = detail::pool_channel_block;
+                         const long n = e / (H * W), pix = e - n * (H * W);
+                         const long h = pix / W, w = pix - h * W;
+                         long oh0 = 0, oh1 = 0, ow0 = 0, ow1 = 0;
+                         detail::covering_windows(h, K, S, P, OH, oh0, oh1);
+                         detail::covering_windows(w, K, S, P, OW, ow0, ow1);
+                         const float* xs = x + n * HWC;
+                         for (long c0 = 0; c0 < C; c0 += block) {
+                           const long cw = C - c0 < block ? C - c0 : block;
+                           float acc[block], best_v[block];
+                           long best_i[block];
+                           for (long j = 0; j < cw; ++j) acc[j] = 0.0f;
+                           for (long oh = oh0; oh <= oh1; ++oh)
+                             for (long ow = ow0; ow <= ow1; ++ow) {
+                               for (long j = 0; j < cw; ++j) best_i[j] = -1, best_v[j] = 0.0f;
+                               for (long kh = 0; kh < K; ++kh) {
+                                 const long h2 = oh * S - P + kh;
+                                 if (h2 < 0 || h2 >= H) continue;
+                                 for (long kw = 0; kw < K; ++kw) {
+                                   const long w2 = ow * S - P + kw;
+                                   if (w2 < 0 || w2 >= W) continue;
+                                   const float* v = xs + (h2 * W + w2) * C + c0;
+                                   for (long j = 0; j < cw; ++j)
+                                     if (best_i[j] < 0 || (best_v[j] == best_v[j] && (v[j] > best_v[j] || v[j] != v[j]))) {
+                                       best_i[j] = h2 * W + w2;
+                                       best_v[j] = v[j];
+                                     }
+                                 }
+                               }
+                               const float* gw = gy + ((n * OH + oh) * OW + ow) * C + c0;
+                               for (long j = 0; j < cw; ++j)
+                                 if (best_i[j] == pix) acc[j] = acc[j] + gw[j];
+                             }
+                           for (long j = 0; j < cw; ++j) gx[e * C + c0 + j] = acc[j];
                          }
-                         gx[e] = acc;
                        });
 }
 
@@ -123,15 +189,12 @@ void avg_pool_backward(const ExecSpace& space, const WindowGeometry& g, long row
                          const long n = e / HWC, r = e - n * HWC;
                          const long c = r % C, pix = r / C;
                          const long h = pix / W, w = pix - h * W;
+                         long oh0 = 0, oh1 = 0, ow0 = 0, ow1 = 0;
+                         detail::covering_windows(h, K, S, P, OH, oh0, oh1);
+                         detail::covering_windows(w, K, S, P, OW, ow0, ow1);
                          float acc = 0.0f;
-                         for (long oh = 0; oh < OH; ++oh) {
-                           const long h0 = oh * S - P;
-                           if (h < h0 || h >= h0 + K) continue;
-                           for (long ow = 0; ow < OW; ++ow) {
-                             const long w0 = ow * S - P;
-                             if (w >= w0 && w < w0 + K) acc = acc + gy[((n * OH + oh) * OW + ow) * C + c];
-                           }
-                         }
+                         for (long oh = oh0; oh <= oh1; ++oh)
+                           for (long ow = ow0; ow <= ow1; ++ow) acc = acc + gy[((n * OH + oh) * OW + ow) * C + c];
                          gx[e] = acc / area;
                        });
 }
