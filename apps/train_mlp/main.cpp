@@ -450,7 +450,22 @@ int main(int argc, char** argv) {
   } catch (const reported_error& e) {
     rc = e.rc;
   } catch (const std::exception& e) {
+#if REPROSGD_HAS_MPI
+    if (!fit_started && is_lost_process(e)) {
+      // A rank died while the ranks were setting up, after MPI_Init and before training: the
+      // same verdict and exit code as a death inside MPI_Init (relaunch.sh relaunches on it).
+      std::fprintf(stderr,
+                   "train_mlp: a process of the job failed while the ranks were setting up (%s); exiting with %d so "
+                   "that the job is relaunched\n",
+                   e.what(), reprosgd::startup_failure_exit_code);
+      rc = reprosgd::startup_failure_exit_code;
+      peer_died = true;
+    } else {
+      rc = report_error(e);
+    }
+#else
     rc = report_error(e);
+#endif
   }
   Kokkos::finalize();
   if (peer_died) {

@@ -34,6 +34,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <type_traits>
@@ -109,6 +110,9 @@ struct Config {
 // the survivors (open-mpi/ompi#11404), so main() ends the process without it (after all output
 // is flushed; every survivor has passed fit()'s last agreement, so no peer still waits for it).
 inline bool peer_died = false;
+// Set as fit() begins: a process failure before it (the policy's set-up collectives, the set-up
+// agreements) is a start-up failure, relaunched like one in MPI_Init (main.cpp).
+inline bool fit_started = false;
 
 // A callback from a std::function: the checkpoint format is chosen at run time without making
 // fit() a template of it.
@@ -178,6 +182,16 @@ inline int report_error(const std::exception& e) {
   std::fprintf(stderr, "train_mlp: error: %s\n", without_prefix(e.what()));
   if (const auto* known = dynamic_cast<const reprosgd::error*>(&e)) return exit_code(*known);
   return 1;
+}
+
+// Whether `e` says that a process of the job is gone: the library's process_failure, or a
+// comm_error of an MPI call that ULFM failed with MPI_ERR_PROC_FAILED or MPI_ERR_REVOKED (the
+// set-up calls on the user's communicator, detail::ErrorsReturnScope).
+inline bool is_lost_process(const std::exception& e) {
+  if (dynamic_cast<const reprosgd::process_failure*>(&e)) return true;
+  if (!dynamic_cast<const reprosgd::comm_error*>(&e)) return false;
+  const std::string_view what = e.what();
+  return what.find("MPI_ERR_PROC_FAILED") != std::string_view::npos || what.find("MPI_ERR_REVOKED") != std::string_view::npos;
 }
 
 // An error already reported by report_error on this rank: main() exits with rc and prints nothing.
@@ -324,6 +338,7 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
   JsonLinesWriter& metrics = *metrics_file;
   FitResult result;
   try {
+    fit_started = true;
     result = trainer.fit(model, opt, state, data.train, &data.test, progress, metrics, hook);
   } catch (const process_failure& e) {
     peer_died = true;

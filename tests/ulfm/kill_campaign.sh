@@ -11,7 +11,9 @@
 # length L; then N trials kill one random rank (rank 0 included) at a uniform instant in [0, 1.2 L],
 # and --double more trials kill two random ranks 0-50 ms apart. Each trial is one of
 #   ok        finished with the reference fingerprint (the kill may have come after the end)
-#   startup   ended during MPI's start-up with exit 76 and every survivor's one line (relaunchable)
+#   startup   ended during MPI's start-up with exit 76 and every survivor's one line (relaunchable):
+#             inside MPI_Init (the watchdog), or in the set-up collectives after it (the policy's
+#             MPI_Comm_dup or split: "failed while the ranks were setting up")
 #   policy    ended with exit 7 and one of the documented errors of model and hybrid parallelism:
 #             a shard lost with every copy of it (its buddy's, another replica's) and no checkpoint
 #             to fall back to (docs/fault_tolerance.md, "What is missing")
@@ -127,7 +129,8 @@ for mode in ${modes//,/ }; do
     if [[ -z $verdict ]]; then
       if [[ -n $fp ]]; then
         [[ $fp == "$ref" ]] && verdict=ok || verdict=WRONG
-      elif ((rc == 76)) && grep -q "MPI_Init_thread did not finish within" "$tmp/out"; then
+      elif ((rc == 76)) && grep -q -e "MPI_Init_thread did not finish within" \
+             -e "failed while the ranks were setting up" "$tmp/out"; then
         verdict=startup
       elif ((rc == 7)) && grep -q -e "no checkpoint directory is set to fall back to" \
              -e "holds no usable checkpoint" "$tmp/out"; then

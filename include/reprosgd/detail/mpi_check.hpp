@@ -76,6 +76,39 @@ inline bool mpi_finalized() noexcept {
 }
 
 /**
+ * MPI_ERRORS_RETURN on a user's communicator for the life of this object, then its own handler
+ * again. The set-up calls on the communicator a policy is given (the MPI_Comm_dup, split and
+ * agreement that make its own) run under it: with the default MPI_ERRORS_ARE_FATAL, a rank that
+ * died while the others set up made Open MPI abort every survivor inside MPI_Comm_dup (exit 75, no
+ * line of ours); now the failure is a comm_error the program reports. Never throws; a handler
+ * that cannot be read or set leaves the communicator as it was.
+ */
+class ErrorsReturnScope {
+ public:
+  explicit ErrorsReturnScope(MPI_Comm comm) noexcept : comm_(comm) {
+    if (comm_ == MPI_COMM_NULL || MPI_Comm_get_errhandler(comm_, &saved_) != MPI_SUCCESS) {
+      saved_ = MPI_ERRHANDLER_NULL;
+      return;
+    }
+    if (MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN) != MPI_SUCCESS) {
+      MPI_Errhandler_free(&saved_);
+      saved_ = MPI_ERRHANDLER_NULL;
+    }
+  }
+  ErrorsReturnScope(const ErrorsReturnScope&) = delete;
+  ErrorsReturnScope& operator=(const ErrorsReturnScope&) = delete;
+  ~ErrorsReturnScope() {
+    if (saved_ == MPI_ERRHANDLER_NULL || mpi_finalized()) return;
+    (void)MPI_Comm_set_errhandler(comm_, saved_);
+    (void)MPI_Errhandler_free(&saved_);
+  }
+
+ private:
+  MPI_Comm comm_;
+  MPI_Errhandler saved_ = MPI_ERRHANDLER_NULL;
+};
+
+/**
  * Owns a communicator made by MPI_Comm_dup/split/shrink and frees it when destroyed.
  *
  * Move-only. The destructor never throws: if freeing fails it prints a line to stderr, and after

@@ -105,7 +105,10 @@ class DataParallel {
       throw config_error("reprosgd::DataParallel: MPI is not initialised (create a reprosgd::MpiEnvironment first)");
     if (comm == MPI_COMM_NULL) throw config_error("reprosgd::DataParallel: the communicator is MPI_COMM_NULL");
     MPI_Comm dup = MPI_COMM_NULL;
-    detail::mpi_check(MPI_Comm_dup(comm, &dup), "reprosgd::DataParallel: MPI_Comm_dup");
+    {
+      const detail::ErrorsReturnScope returning(comm);  // a rank lost meanwhile: a comm_error, not an abort
+      detail::mpi_check(MPI_Comm_dup(comm, &dup), "reprosgd::DataParallel: MPI_Comm_dup");
+    }
     comm_ = detail::CommHandle(dup);
     detail::mpi_check(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN), "reprosgd::DataParallel: MPI_Comm_set_errhandler");
     detail::mpi_check(MPI_Comm_rank(dup, &rank_), "reprosgd::DataParallel: MPI_Comm_rank");

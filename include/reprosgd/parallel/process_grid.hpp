@@ -114,6 +114,7 @@ class ProcessGrid {
     MPI_Initialized(&initialized);
     if (!initialized || detail::mpi_finalized())
       throw config_error("reprosgd::ProcessGrid: MPI is not initialised (create a reprosgd::MpiEnvironment first)");
+    const detail::ErrorsReturnScope returning(comm);  // a rank lost meanwhile: a comm_error, not an abort
     int size = 0;
     detail::mpi_check(MPI_Comm_rank(comm, &rank_), "reprosgd::ProcessGrid: MPI_Comm_rank");
     detail::mpi_check(MPI_Comm_size(comm, &size), "reprosgd::ProcessGrid: MPI_Comm_size");
