@@ -26,6 +26,17 @@ struct ImageShape {
     return std::to_string(channels) + "x" + std::to_string(height) + "x" + std::to_string(width);
   }
   friend constexpr bool operator==(const ImageShape&, const ImageShape&) = default;
+
+  /// Throws config_error, named after `who` (e.g. "reprosgd::Flatten"), unless the shape is
+  /// positive and `received`, the width the layer is given, is its size.
+  void check_input(const char* who, int received) const {
+    const std::string w = who;
+    if (channels <= 0 || height <= 0 || width <= 0)
+      throw config_error(w + ": the input shape must be positive, got " + text());
+    if (received != size())
+      throw config_error(w + ": expects " + text() + " = " + std::to_string(size()) + " inputs, receives " +
+                         std::to_string(received));
+  }
 };
 
 /**
@@ -52,8 +63,7 @@ struct WindowGeometry {
   /// are positive and the kernel fits the padded input.
   void check(const char* who) const {
     const std::string w = who;
-    if (in.channels <= 0 || in.height <= 0 || in.width <= 0)
-      throw config_error(w + ": the input shape must be positive, got " + in.text());
+    in.check_input(who, static_cast<int>(in.size()));  // the shape alone: the layer checks its width
     if (kernel <= 0) throw config_error(w + ": kernel must be positive, got " + std::to_string(kernel));
     if (stride <= 0) throw config_error(w + ": stride must be positive, got " + std::to_string(stride));
     if (padding < 0) throw config_error(w + ": padding must not be negative, got " + std::to_string(padding));

@@ -19,6 +19,10 @@ namespace detail {
 // takes over only when its value is larger, or is a NaN while the winner is not (a NaN propagates,
 // as in PyTorch). So the first of equal maxima — the lowest input index — wins a tie.
 
+/// Whether value v takes a max-pooling window over from the current winner `best` (above): a
+/// larger value, or a NaN over a number. @device
+KOKKOS_INLINE_FUNCTION bool max_pool_takes_over(float v, float best) { return best == best && (v > best || v != v); }
+
 /// The windows (first, last, inclusive) along one axis whose span [o * S - P, o * S - P + K)
 /// contains input index i; empty (first > last) when none does. @device
 KOKKOS_INLINE_FUNCTION void covering_windows(long i, long K, long S, long P, long outs, long& first, long& last) {
@@ -58,8 +62,7 @@ void max_pool_forward(const ExecSpace& space, const WindowGeometry& g, long rows
                                first = false;
                              } else {
                                for (long c = 0; c < C; ++c) {
-                                 const float b = out[c];
-                                 out[c] = (b == b && (v[c] > b || v[c] != v[c])) ? v[c] : b;
+                                 if (detail::max_pool_takes_over(v[c], out[c])) out[c] = v[c];
                                }
                              }
                            }
@@ -100,7 +103,7 @@ void max_pool_backward(const ExecSpace& space, const WindowGeometry& g, long row
                                  const long pix = (oh * S + kh) * W + ow * S + kw;
                                  const float* v = xs + pix * C + c0;
                                  for (long j = 0; j < cw; ++j)
-                                   if (best_i[j] < 0 || (best_v[j] == best_v[j] && (v[j] > best_v[j] || v[j] != v[j]))) {
+                                   if (best_i[j] < 0 || detail::max_pool_takes_over(v[j], best_v[j])) {
                                      best_i[j] = pix;
                                      best_v[j] = v[j];
                                    }
@@ -136,7 +139,7 @@ void max_pool_backward(const ExecSpace& space, const WindowGeometry& g, long row
                                    if (w2 < 0 || w2 >= W) continue;
                                    const float* v = xs + (h2 * W + w2) * C + c0;
                                    for (long j = 0; j < cw; ++j)
-                                     if (best_i[j] < 0 || (best_v[j] == best_v[j] && (v[j] > best_v[j] || v[j] != v[j]))) {
+                                     if (best_i[j] < 0 || detail::max_pool_takes_over(v[j], best_v[j])) {
                                        best_i[j] = h2 * W + w2;
                                        best_v[j] = v[j];
                                      }

@@ -70,9 +70,7 @@ struct Conv2D {
       throw config_error("reprosgd::Conv2D: out_channels must be positive, got " + std::to_string(out_channels));
     if (channel_chunk <= 0)
       throw config_error("reprosgd::Conv2D: channel_chunk must be positive, got " + std::to_string(channel_chunk));
-    if (width != input_width())
-      throw config_error("reprosgd::Conv2D: expects " + input.text() + " = " + std::to_string(input_width()) +
-                         " inputs, receives " + std::to_string(width));
+    input.check_input("reprosgd::Conv2D", width);
     return static_cast<int>(output_shape().size());
   }
   [[nodiscard]] std::size_t parameter_count(int) const noexcept { return patch_layer().parameter_count(0); }
@@ -121,12 +119,9 @@ struct Conv2D {
     const Dense d = patch_layer();
     const MatrixRef<mem> patches = patch_matrix<mem>(ctx.space, x, scratch);
     const MatrixRef<mem> gyp(gy.data(), m, out_channels);
-    if (gx.extent(0) == 0) {
+    if (gx.extent(0) == 0 || d.chunks() == 1) {
       d.weight_gradients(ctx.space, patches, gyp, gparams);
-      return;
-    }
-    if (d.chunks() == 1) {
-      d.weight_gradients(ctx.space, patches, gyp, gparams);
+      if (gx.extent(0) == 0) return;  // the first layer: no input gradient
       // The patch gradient overwrites the patches, which the weight gradients no longer need.
       const MatrixRef<mem> gpatch = pointwise() ? MatrixRef<mem>(gx.data(), m, kkc) : patches;
       gemm_nt(ctx.space, gyp, MatrixRef<mem>(params.data(), kkc, out_channels), gpatch);

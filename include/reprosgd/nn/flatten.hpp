@@ -27,11 +27,7 @@ struct Flatten {
   static constexpr const char* name() noexcept { return "flatten"; }
   [[nodiscard]] int input_width() const noexcept { return static_cast<int>(input.size()); }
   [[nodiscard]] int output_width(int width) const {
-    if (input.channels <= 0 || input.height <= 0 || input.width <= 0)
-      throw config_error("reprosgd::Flatten: the input shape must be positive, got " + input.text());
-    if (width != input_width())
-      throw config_error("reprosgd::Flatten: expects " + input.text() + " = " + std::to_string(input_width()) +
-                         " inputs, receives " + std::to_string(width));
+    input.check_input("reprosgd::Flatten", width);
     return width;
   }
   [[nodiscard]] std::size_t parameter_count(int) const noexcept { return 0; }

@@ -38,9 +38,7 @@ struct PoolWindow {
     if (2 * padding > kernel)
       throw config_error(std::string(who) + ": padding " + std::to_string(padding) + " is more than half the kernel " +
                          std::to_string(kernel));
-    if (width != input_width())
-      throw config_error(std::string(who) + ": expects " + input.text() + " = " + std::to_string(input_width()) +
-                         " inputs, receives " + std::to_string(width));
+    input.check_input(who, width);
     return static_cast<int>(output_shape().size());
   }
   [[nodiscard]] std::string describe_as(const char* kind) const {
@@ -119,11 +117,7 @@ struct GlobalAvgPool {
   static constexpr const char* name() noexcept { return "global_avg_pool"; }
   [[nodiscard]] int input_width() const noexcept { return static_cast<int>(input.size()); }
   [[nodiscard]] int output_width(int width) const {
-    if (input.channels <= 0 || input.height <= 0 || input.width <= 0)
-      throw config_error("reprosgd::GlobalAvgPool: the input shape must be positive, got " + input.text());
-    if (width != input_width())
-      throw config_error("reprosgd::GlobalAvgPool: expects " + input.text() + " = " + std::to_string(input_width()) +
-                         " inputs, receives " + std::to_string(width));
+    input.check_input("reprosgd::GlobalAvgPool", width);
     return input.channels;
   }
   [[nodiscard]] std::size_t parameter_count(int) const noexcept { return 0; }
