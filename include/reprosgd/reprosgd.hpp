@@ -23,7 +23,9 @@
 #include <reprosgd/nn/dense.hpp>
 #include <reprosgd/nn/dropout.hpp>
 #include <reprosgd/nn/flatten.hpp>
+#include <reprosgd/nn/normalization.hpp>
 #include <reprosgd/nn/pool2d.hpp>
+#include <reprosgd/nn/residual.hpp>
 #include <reprosgd/nn/sequential.hpp>
 
 #include <reprosgd/optim/adam.hpp>

@@ -24,6 +24,7 @@
 #include <reprosgd/error.hpp>
 #include <reprosgd/fault/policies.hpp>
 #include <reprosgd/fingerprint.hpp>
+#include <reprosgd/nn/layer_traits.hpp>
 #include <reprosgd/rng/philox_stream.hpp>
 #include <reprosgd/trainer/agreement.hpp>
 #include <reprosgd/trainer/callbacks.hpp>
@@ -473,8 +474,12 @@ class Trainer {
     if constexpr (RecoverableParallelism<Par>) (void)par_.step_completed_everywhere(true);  // throws if not
     behind_.wait_released();  // a checkpoint written behind this step has read the state it saves
     const execution_space space = par_.space();
+    // Running statistics (BatchNorm) are not trained: their new values come from the step's
+    // statistics, which the reduced gradient carries, and replace whatever the update writes there.
+    constexpr bool statistics = detail::keeps_statistics_v<Model>;
+    if constexpr (statistics) model.blend_statistics(space, step_.grad_sum());
     bool updated = false;  // by a step_ranges() that hashed the step's trace fingerprints as it went
-    if constexpr (RangedStepOptimizer<Opt> && detail::is_host_space_v<execution_space>)
+    if constexpr (RangedStepOptimizer<Opt> && detail::is_host_space_v<execution_space> && !statistics)
       updated = trace_.update_hashed(par_, model, state.optimizer, step_.grad_sum(), sm.step,
                                      [&](std::span<const ElementRange> ranges, auto after) {
                                        opt.step_ranges(space, state.optimizer, model.parameters(), step_.grad_sum(),
@@ -482,6 +487,7 @@ class Trainer {
                                        space.fence();
                                      });
     if (!updated) opt.step(space, state.optimizer, model.parameters(), step_.grad_sum(), sm.lr);
+    if constexpr (statistics) model.commit_statistics(space);
     space.fence();
     ++state.step;
     run.last = sm;

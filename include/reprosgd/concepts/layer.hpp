@@ -24,6 +24,13 @@
 
 REPROSGD_BEGIN_NAMESPACE
 
+/// A run of parameters inside a layer's slice that holds statistics, not trained weights (an
+/// optional member of a layer, statistics_runs(); docs/concepts/layer.md).
+struct StatisticsRun {
+  std::size_t offset = 0;
+  std::size_t count = 0;
+};
+
 /// A layer of a Sequential model.
 template <class L>
 concept Layer =

@@ -26,6 +26,10 @@ struct LayerContext {
   std::uint64_t step = 0;           ///< global optimisation step
   std::uint64_t sample_offset = 0;  ///< position of row 0 of this micro-batch in its global batch
   bool training = false;            ///< dropout active, gradients wanted
+  /// This micro-batch's share of the step's global batch (m / B): the weight with which a layer
+  /// that keeps running statistics (BatchNorm) enters its micro-batch's statistics into the step's
+  /// gradient row, so that the exact sum of the rows is their mean over the step (nn/normalization.hpp).
+  float batch_share = 1.0f;
 };
 
 REPROSGD_END_NAMESPACE

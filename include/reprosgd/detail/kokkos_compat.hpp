@@ -98,6 +98,14 @@ KOKKOS_INLINE_FUNCTION float sqrt(float x) {
   return Kokkos::Experimental::sqrt(x);
 #endif
 }
+/// IEEE square root of a double (correctly rounded on every backend).
+KOKKOS_INLINE_FUNCTION double sqrt(double x) {
+#if KOKKOS_VERSION >= 40000
+  return Kokkos::sqrt(x);
+#else
+  return Kokkos::Experimental::sqrt(x);
+#endif
+}
 
 /// Initialise Kokkos with `threads` host threads (0: Kokkos's default), optionally without its
 /// start-up warnings (ranks other than 0 keep quiet). Kokkos 4 replaced InitArguments with

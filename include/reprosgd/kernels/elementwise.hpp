@@ -177,4 +177,12 @@ void activation_backward(const ExecSpace& space, Activation a, const Out& out, c
   }
 }
 
+/// out[e] = a[e] + b[e] for e in [0, n): one rounded sum per element (Residual's shortcut).
+/// `out` may be `a` or `b`. @deterministic @device
+template <class ExecSpace>
+void add_elements(const ExecSpace& space, long n, const float* a, const float* b, float* out) {
+  Kokkos::parallel_for("reprosgd::add_elements", Kokkos::RangePolicy<ExecSpace>(space, 0, n),
+                       KOKKOS_LAMBDA(const long e) { out[e] = a[e] + b[e]; });
+}
+
 REPROSGD_END_NAMESPACE

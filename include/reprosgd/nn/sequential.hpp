@@ -8,6 +8,7 @@
 #include <reprosgd/kernels/image.hpp>
 #include <reprosgd/kernels/views.hpp>
 #include <reprosgd/nn/dense.hpp>
+#include <reprosgd/nn/layer_traits.hpp>
 #include <reprosgd/nn/model_group.hpp>
 #include <reprosgd/reduction/canonical_blocks.hpp>
 #include <reprosgd/reduction/local_sum.hpp>
@@ -25,42 +26,6 @@
 
 REPROSGD_BEGIN_NAMESPACE
 
-namespace detail {
-template <class L>
-concept HasInputWidth = requires(const L l) {
-  { l.in } -> std::convertible_to<int>;
-};
-/// A layer that knows its input width: Dense's `in`, an image layer's input_width() (C x H x W).
-template <class L>
-concept StatesInputWidth = HasInputWidth<L> || requires(const L l) {
-  { l.input_width() } -> std::convertible_to<int>;
-};
-template <StatesInputWidth L>
-int input_width_of(const L& l) {
-  if constexpr (HasInputWidth<L>) return l.in;
-  else return l.input_width();
-}
-/// A layer whose input is an image of a stated shape (Conv2D, the pools, Flatten).
-template <class L>
-concept TakesImage = requires(const L l) {
-  { l.input } -> std::convertible_to<ImageShape>;
-};
-/// A layer that needs scratch memory in forward and backward (Conv2D's patch matrix): it says how
-/// many floats for `rows` samples, and takes them as a last argument; Sequential's Workspace keeps
-/// the largest such buffer between steps.
-template <class L>
-concept UsesScratch = requires(const L l, int width, long rows) {
-  { l.scratch_size(width, rows) } -> std::convertible_to<std::size_t>;
-};
-/// A layer whose output features can be split across a model group (Dense).
-template <class L>
-concept FeatureShardable = requires(const L l, int q, FeatureRange r) {
-  { l.features_of(q, q) } -> std::same_as<FeatureRange>;
-  { l.chunks() } -> std::convertible_to<int>;
-  { l.chunks_of(q, q) } -> std::same_as<MicroBatchRange>;
-  { l.shard_parameter_count(r) } -> std::convertible_to<std::size_t>;
-};
-}  // namespace detail
 
 /**
  * A model: layers applied in order, their parameters in ONE contiguous buffer (layer 0's first).
@@ -96,6 +61,9 @@ class BasicSequential {
   using memory_space = MemorySpace;
   static constexpr std::size_t depth = sizeof...(Layers);
   static_assert(depth > 0, "reprosgd::Sequential: a model needs at least one layer");
+  /// Whether some layer keeps statistics that are not trained (BatchNorm): the Trainer then calls
+  /// blend_statistics() before the optimizer's update and commit_statistics() after it.
+  static constexpr bool keeps_statistics = (detail::KeepsStatistics<Layers> || ...);
 
   /// Activations and gradient scratch for micro-batches of up to `rows` samples.
   struct Workspace {
@@ -106,6 +74,7 @@ class BasicSequential {
     Buffer<memory_space> local_out;         // a sharded layer's own output columns (model parallel)
     Buffer<memory_space> partials;          // input-gradient partials of the owned feature chunks
     Buffer<memory_space> layer_scratch;     // the largest scratch a layer asks for (detail::UsesScratch)
+    std::vector<Buffer<memory_space>> stash;  // stash[l]: layer l's kept activations (detail::KeepsActivations)
     std::any chunk_sum;  // LocalExactSum<ExecSpace> of the one-process calls: its workspace kept between steps
     /// Diagnosis (trace level tensor, testing::find_nondeterminism): when keep_input_gradients()
     /// sized it, backward copies layer i's input gradient into input_gradients[i] (i > 0; the
@@ -165,6 +134,48 @@ class BasicSequential {
     });
     params_ = Buffer<memory_space>();
     params_ = Buffer<memory_space>("reprosgd::Sequential::params", offsets_[depth]);
+    std::size_t statistics = 0;
+    for (const StatisticsRun& r : statistics_runs()) statistics += r.count;
+    next_statistics_ = Buffer<memory_space>("reprosgd::Sequential::next_statistics", statistics);
+  }
+
+  /// The runs of this object's parameter buffer that hold statistics, not trained weights
+  /// (BatchNorm's running mean and variance; replicated layers, so the same in a shard), in order.
+  [[nodiscard]] std::vector<StatisticsRun> statistics_runs() const {
+    std::vector<StatisticsRun> runs;
+    for_each_layer([&](auto& layer, auto i) {
+      if constexpr (detail::KeepsStatistics<std::remove_cvref_t<decltype(layer)>>)
+        for (StatisticsRun r : layer.statistics_runs(widths_[i])) runs.push_back({offsets_[i] + r.offset, r.count});
+    });
+    return runs;
+  }
+
+  /**
+   * After a step's reduction, before the optimizer's update: every statistics-keeping layer blends
+   * the step's statistics (in `grads`' statistics slots, the exact mean of the micro-batches') into
+   * its running ones, held until commit_statistics(), and zeroes those slots of `grads`. Local;
+   * every rank holds the same reduced gradient, so every rank the same statistics. @deterministic
+   */
+  template <class ExecSpace, class Grads>
+  void blend_statistics(const ExecSpace& space, const Grads& grads) const {
+    float* next = next_statistics_.data();
+    for_each_layer([&](auto& layer, auto i) {
+      if constexpr (detail::KeepsStatistics<std::remove_cvref_t<decltype(layer)>>) {
+        layer.update_statistics(space, slice(params_, i), slice(grads, i), widths_[i], next);
+        for (StatisticsRun r : layer.statistics_runs(widths_[i])) next += r.count;
+      }
+    });
+  }
+  /// After the optimizer's update: the statistics blend_statistics() computed replace whatever the
+  /// update wrote in their slots (a statistic is not trained). Local.
+  template <class ExecSpace>
+  void commit_statistics(const ExecSpace& space) const {
+    std::size_t k = 0;
+    for (const StatisticsRun& r : statistics_runs()) {
+      Kokkos::deep_copy(space, Kokkos::subview(params_, std::make_pair(r.offset, r.offset + r.count)),
+                        Kokkos::subview(next_statistics_, std::make_pair(k, k + r.count)));
+      k += r.count;
+    }
   }
   [[nodiscard]] int model_rank() const noexcept { return model_rank_; }
   [[nodiscard]] int model_size() const noexcept { return model_size_; }
@@ -267,6 +278,12 @@ class BasicSequential {
     });
     ws.layer_scratch = Buffer<memory_space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::Sequential::layer_scratch"),
                                             scratch);
+    ws.stash.resize(depth);
+    for_each_layer([&](auto& layer, auto i) {
+      if constexpr (detail::KeepsActivations<std::remove_cvref_t<decltype(layer)>>)
+        ws.stash[i] = Buffer<memory_space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::Sequential::stash"),
+                                           layer.stash_size(widths_[i], rows));
+    });
     ws.local_out = Buffer<memory_space>("reprosgd::Sequential::local_out", local_out);
     ws.partials = Buffer<memory_space>("reprosgd::Sequential::partials", partials);
     return ws;
@@ -298,7 +315,9 @@ class BasicSequential {
           return;
         }
       }
-      if constexpr (detail::UsesScratch<std::remove_cvref_t<decltype(layer)>>)
+      if constexpr (detail::KeepsActivations<std::remove_cvref_t<decltype(layer)>>)
+        layer.forward(ctx, slice(params_, i), x, y, ws.layer_scratch, ws.stash[i]);
+      else if constexpr (detail::UsesScratch<std::remove_cvref_t<decltype(layer)>>)
         layer.forward(ctx, slice(params_, i), x, y, ws.layer_scratch);
       else
         layer.forward(ctx, slice(params_, i), x, y);
@@ -333,6 +352,9 @@ class BasicSequential {
       const MatrixRef<memory_space> x = top(ws.act[i], rows);
       if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
         layer.backward(ctx, slice(params_, i), x, gout, gin, slice(grads, i), group, ws.partials);
+      } else if constexpr (detail::KeepsActivations<std::remove_cvref_t<decltype(layer)>>) {
+        layer.backward(ctx, slice(params_, i), x, top(ws.act[i + 1], rows), gout, gin, slice(grads, i),
+                       ws.layer_scratch, ws.stash[i]);
       } else if constexpr (detail::UsesScratch<std::remove_cvref_t<decltype(layer)>>) {
         layer.backward(ctx, slice(params_, i), x, top(ws.act[i + 1], rows), gout, gin, slice(grads, i),
                        ws.layer_scratch);
@@ -396,6 +418,7 @@ class BasicSequential {
   int model_rank_ = 0;
   int model_size_ = 1;
   Buffer<memory_space> params_;
+  Buffer<memory_space> next_statistics_;  // blend_statistics()' values until commit_statistics()
 };
 
 /// A model in the default execution space's memory (the example above): BasicSequential with that

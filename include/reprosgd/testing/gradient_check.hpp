@@ -15,6 +15,7 @@
 #include <reprosgd/config.hpp>
 #include <reprosgd/error.hpp>
 #include <reprosgd/kernels/views.hpp>
+#include <reprosgd/nn/layer_traits.hpp>
 #include <reprosgd/rng/philox_stream.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -25,6 +26,7 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <vector>
 
 REPROSGD_BEGIN_NAMESPACE
 namespace testing {
@@ -129,7 +131,7 @@ inline void check_gradient_check_options(const GradientCheckOptions& o, int in_w
  *    weights R(i,j) in [-1, 1), both pure functions of (seed, i, j);
  * 3. forward, then backward with gy = R into gradients prefilled with NaN, so an element backward
  *    leaves unwritten fails (error +inf) — the Layer concept asks backward to write them all;
- * 4. each parameter, then each input element, moved by ±step in float, the loss summed in double,
+ * 4. each parameter (but a layer's statistics, statistics_runs(): not trained), then each input element, moved by ±step in float, the loss summed in double,
  *    the central difference compared with backward's value.
  * The parameters and inputs are views in space's memory, as Sequential passes them (BufferRef,
  * MatrixRef), written element by element on the host between forward calls.
@@ -223,11 +225,19 @@ template <class ExecSpace, Layer L>
     if (first || e.error > report.worst.error) report.worst = e;
     first = false;
   };
-  for (std::size_t k = 0; k < n_params; ++k) probe(p(k), gp(k), "parameter", k);
+  // Statistics (BatchNorm's running mean and variance) are not trained: backward writes the
+  // micro-batch's statistics in their slots, not a gradient, so they are not probed.
+  std::vector<bool> statistic(n_params, false);
+  if constexpr (reprosgd::detail::KeepsStatistics<L>)
+    for (const StatisticsRun& r : layer.statistics_runs(in_width))
+      for (std::size_t k = r.offset; k < r.offset + r.count; ++k) statistic[k] = true;
+  std::size_t probed = 0;
+  for (std::size_t k = 0; k < n_params; ++k)
+    if (!statistic[k]) probe(p(k), gp(k), "parameter", k), ++probed;
   for (long i = 0; i < rows; ++i)
     for (int j = 0; j < in_width; ++j)
       probe(x(i, j), gx(i, j), "input", static_cast<std::size_t>(i) * static_cast<std::size_t>(in_width) + j);
-  report.parameters = n_params;
+  report.parameters = probed;
   report.inputs = static_cast<std::size_t>(rows) * static_cast<std::size_t>(in_width);
   report.passed = report.failures == 0;
   return report;

@@ -133,7 +133,13 @@ class StepPipeline {
     for (long u = mine_.begin; u < mine_.end; ++u) {
       const long first = position * B + u * m;  // the micro-batch's row 0 in the epoch order
       load_micro_batch(space, size_targets(*train_, train), train, order, first, m);
-      LayerContext<execution_space, Rng> ctx{space, rng, 0, step, static_cast<std::uint64_t>(u * m), true};
+      LayerContext<execution_space, Rng> ctx{space,
+                                             rng,
+                                             0,
+                                             step,
+                                             static_cast<std::uint64_t>(u * m),
+                                             true,
+                                             static_cast<float>(m) / static_cast<float>(B)};
       forward(par, model, ctx, ws, m);
       compute_loss(space, *train_, loss, train.is_regression(), m, 1.0f / static_cast<float>(B), true);
       BufferRef<memory_space> row(grads_.data() + (u - mine_.begin) * n_params, n_params);
