@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file Network: layers chosen at run time (from a text such as "conv(32,3,p1),bn,relu,...",
+/// nn/model_spec.hpp), as one layer of a Sequential; AnyLayer, the built-in layer kinds it holds.
+#pragma once
+
+#include <reprosgd/concepts/layer.hpp>
+#include <reprosgd/error.hpp>
+#include <reprosgd/kernels/image.hpp>
+#include <reprosgd/nn/activation.hpp>
+#include <reprosgd/nn/conv2d.hpp>
+#include <reprosgd/nn/dense.hpp>
+#include <reprosgd/nn/dropout.hpp>
+#include <reprosgd/nn/flatten.hpp>
+#include <reprosgd/nn/layer_chain.hpp>
+#include <reprosgd/nn/normalization.hpp>
+#include <reprosgd/nn/pool2d.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+REPROSGD_BEGIN_NAMESPACE
+
+class Network;
+
+/// One built-in layer chosen at run time, or a nested Network (a residual block).
+struct AnyLayer {
+  std::variant<Dense, Conv2D, MaxPool2D, AvgPool2D, GlobalAvgPool, Flatten, BatchNorm2D, BatchNorm1D, LayerNorm,
+               ActivationFn, Dropout, std::shared_ptr<const Network>>
+      kind;
+};
+
+namespace detail {
+/// A Network's layers as a list LayerChain visits: the projection, if any, last.
+struct AnyLayers {
+  std::vector<AnyLayer> layers;
+  bool projected = false;
+
+  [[nodiscard]] std::size_t size() const noexcept { return layers.size() - (projected ? 1 : 0); }
+  template <class F>
+  void visit(std::size_t j, F&& f) const;  // below, once Network is complete
+};
+}  // namespace detail
+
+/**
+ * Layers applied in order, chosen at run time: the built-in layers (AnyLayer) and nested residual
+ * blocks, with the arithmetic of detail::LayerChain — each inner layer's own kernels, in order, so
+ * the same determinism argument as a Sequential's (docs/layers.md). As the only layer of a
+ * `Sequential` it is a whole model composed at run time:
+ *
+ * @code
+ * auto net = reprosgd::parse_network("conv(16,3,p1),bn,relu,maxpool(2),flatten,dense(10)", {1, 28, 28});
+ * auto model = reprosgd::make_sequential<Kokkos::HostSpace>(net);
+ * @endcode
+ *
+ * A Network is one layer for the model: under model parallelism it is replicated (its dense layers
+ * are not split across the group), and the trace's layer level and the step dump see it as one
+ * layer. Its layer j draws its random numbers as layer 256 + j of the model (detail::LayerChain's
+ * keys), so a Network does not have the bits of the same layers written as a compile-time
+ * Sequential; its description (the configuration hash) differs too.
+ */
+class Network {
+ public:
+  Network() = default;
+  /// `layers` applied in order, then `shortcut` (a residual block: identity, or projection with
+  /// the projection as the last element of `layers`). `input` is the first layer's image shape
+  /// (0x0x0 when it takes features): what the Trainer checks an image data set against.
+  Network(std::vector<AnyLayer> layers, Shortcut shortcut = Shortcut::none, ImageShape input = {})
+      : input(input), chain_({std::move(layers), shortcut == Shortcut::projection}, shortcut) {}
+
+  ImageShape input;  ///< the first layer's image shape, or 0x0x0 (features)
+
+  static constexpr const char* name() noexcept { return "network"; }
+  [[nodiscard]] int input_width() const { return width_in_; }
+  [[nodiscard]] int output_width(int width) const {
+    return chain_.output_width(width, chain_.shortcut() == Shortcut::none ? "reprosgd::Network" : "reprosgd::Residual");
+  }
+  [[nodiscard]] std::size_t parameter_count(int width) const { return chain_.parameter_count(width); }
+  /// "network(l0;l1;...)", or as Residual describes itself for a residual block.
+  [[nodiscard]] std::string describe(int width) const {
+    return (chain_.shortcut() == Shortcut::none ? "network(" : "residual(") + chain_.describe_layers(width) + ")";
+  }
+  [[nodiscard]] std::size_t scratch_size(int width, long rows) const { return chain_.scratch_size(width, rows); }
+  [[nodiscard]] std::size_t stash_size(int width, long rows) const { return chain_.stash_size(width, rows); }
+  [[nodiscard]] std::vector<StatisticsRun> statistics_runs(int width) const { return chain_.statistics_runs(width); }
+  template <class Space, class P, class G>
+  void update_statistics(const Space& space, const P& params, const G& grads, int width, float* next) const {
+    chain_.update_statistics(space, params, grads, width, next);
+  }
+  template <class Ctx, class P>
+  void initialize(const Ctx& ctx, const P& params, int width) const {
+    chain_.initialize(ctx, params, width);
+  }
+  template <class Ctx, class P, class In, class Out, class Scratch, class Stash>
+  void forward(const Ctx& ctx, const P& params, const In& x, const Out& y, const Scratch& scratch,
+               const Stash& stash) const {
+    chain_.forward(ctx, params, x, y, scratch, stash);
+  }
+  template <class Ctx, class P, class In, class Out, class GOut, class GIn, class GP, class Scratch, class Stash>
+  void backward(const Ctx& ctx, const P& params, const In& x, const Out&, const GOut& gy, const GIn& gx,
+                const GP& gparams, const Scratch& scratch, const Stash& stash) const {
+    chain_.backward(ctx, params, x, gy, gx, gparams, scratch, stash);
+  }
+  template <class Ctx, class P, class In, class Out>
+  void forward(const Ctx& ctx, const P& params, const In& x, const Out& y) const {
+    chain_.forward_alone(ctx, params, x, y);
+  }
+  template <class Ctx, class P, class In, class Out, class GOut, class GIn, class GP>
+  void backward(const Ctx& ctx, const P& params, const In& x, const Out& y, const GOut& gy, const GIn& gx,
+                const GP& gparams) const {
+    chain_.backward_alone(ctx, params, x, y, gy, gx, gparams);
+  }
+
+  /// The model's input width, as the first layer takes it (set by whoever composes the network).
+  Network& with_input_width(int width) {
+    width_in_ = width;
+    return *this;
+  }
+  [[nodiscard]] const std::vector<AnyLayer>& layers() const noexcept { return chain_.list().layers; }
+
+ private:
+  int width_in_ = 0;
+  detail::LayerChain<detail::AnyLayers> chain_;
+};
+
+template <class F>
+void detail::AnyLayers::visit(std::size_t j, F&& f) const {
+  std::visit(
+      [&](const auto& layer) {
+        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(layer)>, std::shared_ptr<const Network>>)
+          f(*layer);
+        else
+          f(layer);
+      },
+      layers[j].kind);
+}
+
+static_assert(Layer<Network>);
+
+REPROSGD_END_NAMESPACE
