@@ -51,6 +51,30 @@ void check_model_fits(const Config& c) {
   }
 }
 
+// --synthetic-shape C,H,W (with --model and none given: 1,28,28); 0x0x0 when samples are features.
+reprosgd::ImageShape synthetic_shape(const Config& c) {
+  if (c.synthetic_shape.empty()) return c.model.empty() ? reprosgd::ImageShape{} : reprosgd::ImageShape{1, 28, 28};
+  std::vector<int> v;
+  std::stringstream ss(c.synthetic_shape);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::size_t used = 0;
+    int n = 0;
+    try {
+      n = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || n <= 0 || n > 65536) v.clear(), v.push_back(-1);
+    else v.push_back(n);
+    if (v.back() < 0) break;
+  }
+  if (v.size() != 3 || v[0] < 0)
+    throw reprosgd::config_error("train_mlp: --synthetic-shape " + c.synthetic_shape +
+                                 ": expected C,H,W, three positive integers (e.g. 1,28,28)");
+  return {v[0], v[1], v[2]};
+}
+
 reprosgd::TrainTest<Kokkos::HostSpace> load_data(const Config& c, bool say) {
   using namespace reprosgd;
   TrainTest<Kokkos::HostSpace> d;
@@ -73,8 +97,13 @@ reprosgd::TrainTest<Kokkos::HostSpace> load_data(const Config& c, bool say) {
   } else if (c.data == "synthetic" || (c.data == "fashion-mnist" && !fashion_mnist_available())) {
     if (c.data != "synthetic" && say)
       std::printf("Fashion-MNIST not found in %s: using the built-in synthetic data set\n", default_fashion_mnist_dir);
+    // Features: --synthetic-shape's C x H x W, else --layers' first width (a --model network's
+    // default is a 1 x 28 x 28 image, Fashion-MNIST's shape).
+    const ImageShape shape = synthetic_shape(c);
+    const int features = shape.size() != 0 ? static_cast<int>(shape.size()) : parse_layers(c.layers).front();
     d = make_synthetic_train_test(c.seed, static_cast<std::size_t>(c.synthetic_train),
-                                  static_cast<std::size_t>(c.synthetic_test), 784, 10, {.separation = 0.2f});
+                                  static_cast<std::size_t>(c.synthetic_test), features, 10, {.separation = 0.2f});
+    d.train.sample_shape = d.test.sample_shape = shape;
   } else {
     d = load_fashion_mnist(c.data == "fashion-mnist" ? std::string(default_fashion_mnist_dir) : c.data);
   }
@@ -208,7 +237,20 @@ int run(Config c) {  // a copy: standardize() adds the statistics it computed
   if (!c.grid.empty()) (void)GridShape::parse(c.grid);  // a typo fails before any work
 #endif
   if (!c.inject_failure.empty()) (void)FailureSchedule::parse(c.inject_failure);  // a typo fails before any work
-  check_model_fits(c);
+  if (!c.model.empty()) {
+    if (c.layers_given) throw config_error("train_mlp: --model and --layers exclude each other (--layers is the MLP shorthand)");
+    if (!c.save_model.empty() || !c.save_initial.empty())
+      throw config_error("train_mlp: --save-model and --save-initial write MLPs (--layers): a --model network has no "
+                         "model-file form");
+    const bool csv = c.data.size() > 4 && c.data.compare(c.data.size() - 4, 4, ".csv") == 0;
+    if (csv) throw config_error("train_mlp: --model takes its input shape from the data: use IDX, Fashion-MNIST or synthetic data, not CSV");
+  } else {
+    check_model_fits(c);
+  }
+  if (!c.synthetic_shape.empty()) {
+    if (c.data != "synthetic") throw config_error("train_mlp: --synthetic-shape needs --data synthetic");
+    (void)synthetic_shape(c);  // a typo fails before any work
+  }
   if (c.optimizer != "sgd" && c.dampening_given)
     throw config_error("train_mlp: --dampening is SGD's (--optimizer sgd), not " + c.optimizer + "'s");
   if (c.optimizer == "sgd" && c.adam_options_given)
@@ -305,7 +347,11 @@ int main(int argc, char** argv) {
                  "IDX file of float regression targets (type 0x0D, N or N x T); --data is then the IDX file of "
                  "features (N x ..., bytes or floats); needs --loss mse");
   app.add_option("--test-targets", c.test_targets, "with --targets: the test set's IDX targets (with --test-data)");
-  app.add_option("--layers", c.layers, "widths, input first: 784,256,128,10");
+  CLI::Option* layers_option = app.add_option("--layers", c.layers, "widths, input first: 784,256,128,10");
+  app.add_option("--model", c.model,
+                 "layers composed at run time instead of --layers, sizes from the data: "
+                 "\"conv(32,3,p1),bn,relu,maxpool(2),res(conv(32,3,p1),bn,relu),flatten,dense(128),relu,dense(10)\" "
+                 "(docs/layers.md)");
   app.add_option("--activation", c.activation)->check(CLI::IsMember({"relu", "tanh", "sigmoid"}));
   app.add_option("--dropout", c.dropout, "dropout probability after each hidden layer");
   app.add_option("--optimizer", c.optimizer)->check(CLI::IsMember({"sgd", "adam", "adamw"}));
@@ -353,6 +399,8 @@ int main(int argc, char** argv) {
   app.add_option("--test-samples", c.test_samples, "use only the first N test samples");
   app.add_option("--synthetic-train", c.synthetic_train, "synthetic data: training samples");
   app.add_option("--synthetic-test", c.synthetic_test, "synthetic data: test samples");
+  app.add_option("--synthetic-shape", c.synthetic_shape,
+                 "synthetic data: samples as C,H,W images (default: --layers' first width features; with --model 1,28,28)");
   app.add_flag("--quiet", c.quiet, "print only the fingerprint");
   app.add_option("--checkpoint-dir", c.checkpoint_dir, "write checkpoints into this directory");
   app.add_option("--checkpoint-every", c.checkpoint_every, "steps between checkpoints (and one at the end)");
@@ -414,6 +462,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   c.dampening_given = dampening->count() > 0;
+  c.layers_given = layers_option->count() > 0;
   for (const CLI::Option* o : adam_options) c.adam_options_given = c.adam_options_given || o->count() > 0;
   if (version) {
     print_version();

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <reprosgd/reprosgd.hpp>
+#include <reprosgd/nn/model_spec.hpp>
+#include <reprosgd/nn/network.hpp>
 #include <reprosgd/fault/failure_injection.hpp>
 #include <reprosgd/reduction/native.hpp>
 #include "../exit_code.hpp"
@@ -46,6 +48,9 @@ namespace train_mlp {
 struct Config {
   std::string data = "fashion-mnist";
   std::string layers = "784,256,128,10";
+  bool layers_given = false;  // --layers on the command line (it and --model exclude each other)
+  std::string model;          // --model SPEC: a network composed at run time (reprosgd::parse_network)
+  std::string synthetic_shape;  // --synthetic-shape C,H,W: synthetic samples as images of that shape
   std::string activation = "relu";
   float dropout = 0.0f;
   std::string optimizer = "adam";
@@ -235,6 +240,12 @@ auto make_mlp(const std::vector<int>& w, reprosgd::Activation act, float p, int 
 }
 
 
+// Whether a model is a network composed at run time (--model): it has no model-file form.
+template <class Model>
+inline constexpr bool is_network_v = false;
+template <class Mem>
+inline constexpr bool is_network_v<reprosgd::BasicSequential<Mem, reprosgd::Network>> = true;
+
 template <class Par, class Fault, class Model, class Opt>
 int train_on(const Config& c, Par par, Model model, const Opt& opt, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
   using namespace reprosgd;
@@ -276,6 +287,7 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
   const int rank = printing_rank(trainer.parallelism());
   auto state = trainer.start(model, opt);
   // The parameters start() drew from --seed: the same whether or not a checkpoint is loaded next.
+  if constexpr (!is_network_v<Model>)  // run() refuses --save-initial and --save-model with --model
   if (!c.save_initial.empty()) {
     save_model_in_format(trainer, model, state, c.save_initial, c.format, c.normalization);
     if (!c.quiet && rank == 0) std::printf("initial model saved to %s\n", c.save_initial.c_str());
@@ -361,6 +373,7 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
   peer_died = !result.failures.empty();
   progress.finish();
   if (save_now && saved_at != state.step) save_now();
+  if constexpr (!is_network_v<Model>)
   if (!c.save_model.empty()) {
     save_model_in_format(trainer, model, state, c.save_model, c.format, c.normalization);
     if (!c.quiet && printing_rank(trainer.parallelism()) == 0) std::printf("model saved to %s\n", c.save_model.c_str());
@@ -401,10 +414,37 @@ int with_optimizer(const Config& c, Model model, const reprosgd::TrainTest<Kokko
       c, std::move(model), AdamW{{.lr = c.lr, .beta1 = c.beta1, .beta2 = c.beta2, .eps = c.eps, .weight_decay = c.weight_decay}}, data);
 }
 
+// --model SPEC: the network for the data's samples (an image shape, or the feature count), its
+// output width the data's classes (or regression targets).
+inline reprosgd::Network network_of(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
+  using namespace reprosgd;
+  Network net;
+  try {
+    net = parse_network(c.model, data.train.sample_shape, static_cast<int>(data.train.feature_count()),
+                        NetworkSpecOptions{.feature_chunk = c.feature_chunk});
+  } catch (const config_error& e) {
+    throw config_error("train_mlp: --model: " + std::string(e.what()));
+  }
+  const int out = net.output_width(net.input_width());
+  const long want = data.train.is_regression() ? static_cast<long>(data.train.target_count()) : data.train.num_classes;
+  if (out != want)
+    throw config_error("train_mlp: --model: the last layer gives " + std::to_string(out) + " outputs but the data has " +
+                       std::to_string(want) + (data.train.is_regression() ? " regression targets" : " classes"));
+  return net;
+}
+
 template <class Par, class Fault = reprosgd::Abort>
 int with_policy(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
   using namespace reprosgd;
   using Mem = typename Par::execution_space::memory_space;  // the model lives where the policy computes
+  if (!c.model.empty()) {
+#if REPROSGD_TRAIN_MLP_MODEL_SPEC
+    return with_optimizer<Par, Fault>(c, make_sequential<Mem>(network_of(c, data)), data);
+#else
+    throw config_error("train_mlp: --model is not built into this train_mlp (REPROSGD_TRAIN_MLP_MODEL_SPEC off, a "
+                       "variant build for the cross-build checks)");
+#endif
+  }
   const std::vector<int> w = parse_layers(c.layers);
   const Activation act = c.activation == "tanh" ? Activation::tanh
                          : c.activation == "sigmoid" ? Activation::sigmoid

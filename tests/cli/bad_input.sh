@@ -38,7 +38,8 @@ idx_set "$tmp/truncated" 16 16; head -c 5000 "$tmp/truncated/t10k-images-idx3-ub
 expect 3 "truncated" --data "$tmp/truncated" "${small[@]}"
 idx_set "$tmp/mismatch" 16 15
 expect 3 "16" --data "$tmp/mismatch" "${small[@]}"
-expect 2 "features but the model's first layer expects 100" --data synthetic --synthetic-train 64 --synthetic-test 16 --layers 100,10 --batch 8 --micro-batch 4 --steps 2
+# Synthetic data follows --layers' first width unless --synthetic-shape says otherwise.
+expect 2 "the train data has 784 features but the model's first layer expects 100" --data synthetic --synthetic-shape 1,28,28 --synthetic-train 64 --synthetic-test 16 --layers 100,10 --batch 8 --micro-batch 4 --steps 2
 expect 2 "lr must be a finite number > 0, got 0" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --lr 0
 expect 2 "global batch 100 is not divisible by micro-batch 16" --data synthetic --synthetic-train 256 --synthetic-test 16 --layers 784,16,10 --batch 100 --micro-batch 16 --steps 2
 printf '0.5,0.25,1\nnan,0.5,0\n0.1,0.2,1\n0.3,0.4,0\n' >"$tmp/nan.csv"
@@ -54,6 +55,20 @@ expect 2 "train_mlp: error: --threads 10000: at most " --data synthetic "${small
 expect 2 "train_mlp: error: --layers 784,2000000000,10: the model's 1590000000010 parameters, their gradients and optimizer state need at least 23692.8 GiB, more than this machine's" --data synthetic --synthetic-train 64 --synthetic-test 16 --layers 784,2000000000,10 --batch 8 --micro-batch 4 --steps 2 --quiet
 expect 2 "--optimizer" --data synthetic "${small[@]}" --optimizer rmsprop
 expect 2 "Dropout: p must be in [0, 1), got 1.5" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --dropout 1.5
+# --model (issue 17): a description that does not parse, a layer that does not fit its input, an
+# output that is not the classes, and the options it excludes: one line naming the token.
+net=(--data synthetic --synthetic-train 64 --synthetic-test 16 --batch 8 --micro-batch 4 --steps 2 --quiet)
+expect 2 "train_mlp: error: --model: reprosgd::parse_network: at character 14 ('bogus'): unknown layer" "${net[@]}" --model "conv(8,3,p1),bogus,flatten,dense(10)"
+expect 2 "train_mlp: error: --model: reprosgd::parse_network: at character 11 ('conv(4,30)'): reprosgd::Conv2D: kernel 30 is larger than the padded input 26x26 (input 8x26x26, padding 0)" "${net[@]}" --model "conv(8,3),conv(4,30),flatten,dense(10)"
+expect 2 "train_mlp: error: --model: reprosgd::parse_network: at character 11 ('dense(10)'): dense needs features but receives a 8x26x26 image (put flatten or gap before it)" "${net[@]}" --model "conv(8,3),dense(10)"
+expect 2 "train_mlp: error: --model: reprosgd::parse_network: at character 8 ('x'): 'x' is not a positive integer (in conv(8,x))" "${net[@]}" --model "conv(8,x),gap,dense(10)"
+expect 2 "train_mlp: error: --model: the last layer gives 7 outputs but the data has 10 classes" "${net[@]}" --model "conv(4,3),gap,dense(7)"
+expect 2 "train_mlp: error: --model: reprosgd::parse_network: at character 9 ('conv(4,3)'): needs an image but receives 20 features" "${net[@]}" --synthetic-shape 20,1,1 --model "flatten,conv(4,3)"
+expect 2 "train_mlp: error: --model and --layers exclude each other (--layers is the MLP shorthand)" "${net[@]}" --model "flatten,dense(10)" --layers 784,10
+expect 2 "train_mlp: error: --save-model and --save-initial write MLPs (--layers): a --model network has no model-file form" "${net[@]}" --model "flatten,dense(10)" --save-model "$tmp/m.bin"
+expect 2 "train_mlp: error: --synthetic-shape 1,28: expected C,H,W, three positive integers (e.g. 1,28,28)" "${net[@]}" --model "flatten,dense(10)" --synthetic-shape 1,28
+expect 2 "train_mlp: error: --synthetic-shape needs --data synthetic" --data fashion-mnist --synthetic-shape 1,28,28 --model "flatten,dense(10)" --steps 1 --quiet
+[ -e "$tmp/m.bin" ] && { echo "FAIL: a refused run wrote $tmp/m.bin"; fails=$((fails + 1)); }
 # Model and hybrid parallelism options (checked before any data is read or rank is split).
 expect 2 "train_mlp: error: --feature-chunk: Value 0 not in range" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --feature-chunk 0
 expect 2 "train_mlp: error: --feature-chunk: Value -3 not in range" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --feature-chunk -3

@@ -32,6 +32,7 @@
 # Model and hybrid parallelism (issue 6): FT_MODEL holds model options given to every run (e.g.
 # --feature-chunk 8), FT_PARALLEL the job's policy options (e.g. --parallel hybrid --grid 2x2
 # --buddy-every 5), FT_EXPECT a line the job must print (e.g. where the lost shards came from).
+# FT_NET: a network description (--model) to train instead of the MLP, on 1x12x10 synthetic images.
 # FT_CHECKPOINT: checkpoint options for the checkpoint and fallback cases (--checkpoint-async: the
 # writes go behind training, and a rank dies while one is in flight).
 # With FT_PARALLEL set, every failure's line saying where the lost shards came from must match
@@ -53,7 +54,10 @@ token="reprosgd-ft-$$-$RANDOM"
 
 # FT_MICRO_BATCH: 8 (default) gives 12 micro-batches, 3+ rows per rank (Exact's int64 ring);
 # 16 gives 6, at most 2 rows per rank on 4 and 3 ranks (Exact's exchange of rows).
-args=(--data synthetic --synthetic-train 2000 --synthetic-test 400 --layers 784,48,10 --dropout 0.1
+# FT_NET: a --model network (on 1x12x10 synthetic images) instead of the 784-48-10 MLP.
+net=(--layers 784,48,10 --dropout 0.1)
+[[ -n ${FT_NET:-} ]] && net=(--model "$FT_NET" --synthetic-shape 1,12,10)
+args=(--data synthetic --synthetic-train 2000 --synthetic-test 400 "${net[@]}"
       --optimizer adam --lr 0.002 --batch 96 --micro-batch "${FT_MICRO_BATCH:-8}" --steps 30 --seed 5 --threads 1
       ${FT_MODEL:-})
 read -r -a parallel_args <<<"${FT_PARALLEL:-}"
