@@ -8,6 +8,7 @@
 
 #include <reprosgd/parallel/data_parallel.hpp>
 #include <reprosgd/parallel/hybrid.hpp>
+#include <reprosgd/parallel/serial.hpp>
 #include <reprosgd/testing/doctest_helpers.hpp>
 
 #include <support/resnet_model.hpp>
@@ -20,14 +21,30 @@
 namespace {
 using Host = Kokkos::DefaultHostExecutionSpace;
 
-template <class Par>
-reprosgd::Fingerprint train_resnet(Par par) {
+// A CNN whose convolutions have channel chunks of 2 (5, 7 and 3 channels: 3, 4 and 2 chunks), so
+// that model parallelism splits their channels over up to 4 ranks; trained data-parallel it is the
+// one-process reference of the split.
+template <class Mem>
+auto chunked_cnn() {
+  using namespace reprosgd;
+  return make_sequential<Mem>(Conv2D{{1, 10, 9}, 5, 3, 1, 1, Init::he_normal, 2}, BatchNorm2D{{5, 10, 9}}, ReLU{},
+                              MaxPool2D{{5, 10, 9}, 2}, Conv2D{{5, 5, 4}, 7, 3, 2, 1, Init::he_normal, 2}, ReLU{},
+                              Conv2D{{7, 3, 2}, 3, 1, 1, 0, Init::he_normal, 2}, Flatten{{3, 3, 2}}, Dropout{0.1f},
+                              Dense{18, 10, Init::he_normal, 4});
+}
+
+template <class Par, class Model>
+reprosgd::Fingerprint train(Par par, Model model) {
   reprosgd::Trainer<Par> trainer(reprosgd_test::resnet_options(), std::move(par));
-  auto model = reprosgd_test::resnet<Kokkos::HostSpace>();
   const auto adam = reprosgd_test::resnet_optimizer();
   auto state = trainer.start(model, adam);
   trainer.fit(model, adam, state, reprosgd_test::resnet_images().train);
   return trainer.fingerprint(model, state);
+}
+
+template <class Par>
+reprosgd::Fingerprint train_resnet(Par par) {
+  return train(std::move(par), reprosgd_test::resnet<Kokkos::HostSpace>());
 }
 }  // namespace
 
@@ -43,5 +60,19 @@ TEST_SUITE("trainer/resnet_ranks") {
     if (p == 4)
       REPROSGD_CHECK_FINGERPRINT(train_resnet(reprosgd::Hybrid<Host>(reprosgd::GridShape::parse("2x2"))),
                                  reprosgd_test::resnet_golden);
+  }
+  TEST_CASE("convolutions split by channel chunks over the model group: the one-process bits") {
+    const int p = reprosgd_test::world_size();
+    INFO("ranks " << p);
+    const auto one = train(reprosgd::Serial<Host>(), chunked_cnn<Kokkos::HostSpace>());
+    CHECK(train(reprosgd::ModelParallel<Host>(), chunked_cnn<Kokkos::HostSpace>()) == one);
+    if (p == 4)
+      CHECK(train(reprosgd::Hybrid<Host>(reprosgd::GridShape::parse("2x2")), chunked_cnn<Kokkos::HostSpace>()) == one);
+    // The shard each rank holds: its channels' columns of W, then their biases (3 chunks of the
+    // first convolution's 5 channels, split like Dense's feature chunks).
+    auto model = chunked_cnn<Kokkos::HostSpace>();
+    model.shard(reprosgd_test::world_rank(), p);
+    const reprosgd::FeatureRange f = model.template layer<0>().features_of(reprosgd_test::world_rank(), p);
+    CHECK(model.parameter_offset(1) == static_cast<std::size_t>(10 * f.size()));
   }
 }

@@ -9,6 +9,7 @@
 #include <reprosgd/nn/conv2d.hpp>
 #include <reprosgd/nn/dense.hpp>
 #include <reprosgd/nn/dropout.hpp>
+#include <reprosgd/nn/flatten.hpp>
 #include <reprosgd/nn/normalization.hpp>
 #include <reprosgd/nn/pool2d.hpp>
 #include <reprosgd/nn/residual.hpp>

@@ -71,6 +71,20 @@ concept FeatureShardable = requires(const L l, int q, FeatureRange r) {
   { l.chunks_of(q, q) } -> std::same_as<MicroBatchRange>;
   { l.shard_parameter_count(r) } -> std::convertible_to<std::size_t>;
 };
+/// The rows of a sharded layer's weight matrix (a shard holds W's columns of its features, row by
+/// row, then b's): Dense's `in` (its input width), Conv2D's k^2 C (weight_rows()).
+template <FeatureShardable L>
+int weight_rows_of(const L& l, int width) {
+  if constexpr (requires { l.weight_rows(); }) return l.weight_rows();
+  else return width;
+}
+/// Output rows per sample of a sharded layer, for which a shard's features are gathered: 1
+/// (Dense), the output pixels (Conv2D's output_pixels(): its features are channels).
+template <FeatureShardable L>
+long output_pixels_of(const L& l) {
+  if constexpr (requires { l.output_pixels(); }) return l.output_pixels();
+  else return 1;
+}
 }  // namespace detail
 
 REPROSGD_END_NAMESPACE

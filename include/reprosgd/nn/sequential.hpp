@@ -40,6 +40,8 @@ REPROSGD_BEGIN_NAMESPACE
  *
  * **Model parallelism.** shard(q, P) makes this object model rank q of a group of P: every Dense
  * layer then holds only the output features q owns (whole feature chunks, Dense::features_of),
+ * every Conv2D only its output channels (whole channel chunks; its shard's output is gathered
+ * pixel by pixel),
  * and parameters() is that shard — W's columns and b's elements of those features, layer by
  * layer. Other layers are replicated. The whole model's ("canonical", the one-process) layout is
  * still what initialisation keys on, what checkpoints and fingerprints hold, and what
@@ -204,9 +206,11 @@ class BasicSequential {
       const std::size_t base = canonical_offsets_[i];
       if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
         const FeatureRange f = layer.features_of(q, p);
-        const auto nl = static_cast<std::size_t>(f.size()), out = static_cast<std::size_t>(widths_[i + 1]);
+        // W is weight_rows x features (a Conv2D's features are its channels, not its output width).
+        const auto nl = static_cast<std::size_t>(f.size()),
+                   out = static_cast<std::size_t>(widths_[i + 1] / detail::output_pixels_of(layer));
         if (nl == 0) return;
-        const auto in = static_cast<std::size_t>(widths_[i]);
+        const auto in = static_cast<std::size_t>(detail::weight_rows_of(layer, widths_[i]));
         for (std::size_t k = 0; k < in; ++k, local += nl) runs.push_back({base + k * out + f.begin, local, nl});
         runs.push_back({base + in * out + f.begin, local, nl});
         local += nl;
@@ -267,7 +271,8 @@ class BasicSequential {
     std::size_t local_out = 0, partials = 0;
     for_each_layer([&](auto& layer, auto i) {
       if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
-        if (model_size_ > 1) local_out = std::max(local_out, static_cast<std::size_t>(rows * features_[i].size()));
+        if (model_size_ > 1)
+          local_out = std::max(local_out, static_cast<std::size_t>(rows * detail::output_pixels_of(layer) * features_[i].size()));
         if (i > 0) partials = std::max(partials, layer.partials_size(rows, model_rank_, model_size_));
       }
     });
@@ -308,10 +313,19 @@ class BasicSequential {
       const MatrixRef<memory_space> x = top(ws.act[i], rows), y = top(ws.act[i + 1], rows);
       if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
         if (model_size_ > 1) {
-          const MatrixRef<memory_space> mine(ws.local_out.data(), rows, features_[i].size());
-          if (features_[i].size() > 0) layer.forward(ctx, slice(params_, i), x, mine);
+          // The shard's features for every output row (a sample, or a sample's pixel), gathered
+          // into the whole output row by row.
+          const long out_rows = rows * detail::output_pixels_of(layer);
+          const MatrixRef<memory_space> mine(ws.local_out.data(), out_rows, features_[i].size());
+          if (features_[i].size() > 0) {
+            if constexpr (detail::UsesScratch<std::remove_cvref_t<decltype(layer)>>)
+              layer.forward(ctx, slice(params_, i), x, mine, ws.layer_scratch);
+            else
+              layer.forward(ctx, slice(params_, i), x, mine);
+          }
           base.space.fence();
-          group.gather_features(mine.data(), rows, std::span<const FeatureRange>(ranges_[i]), y);
+          group.gather_features(mine.data(), out_rows, std::span<const FeatureRange>(ranges_[i]),
+                                MatrixRef<memory_space>(y.data(), out_rows, widths_[i + 1] / detail::output_pixels_of(layer)));
           return;
         }
       }
@@ -350,7 +364,10 @@ class BasicSequential {
       float* scratch = use_a ? ws.grad_a.data() : ws.grad_b.data();
       MatrixRef<memory_space> gin(scratch, i == 0 ? 0 : rows, i == 0 ? 0 : widths_[i]);
       const MatrixRef<memory_space> x = top(ws.act[i], rows);
-      if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
+      if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>> &&
+                    detail::UsesScratch<std::remove_cvref_t<decltype(layer)>>) {
+        layer.backward(ctx, slice(params_, i), x, gout, gin, slice(grads, i), group, ws.partials, ws.layer_scratch);
+      } else if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
         layer.backward(ctx, slice(params_, i), x, gout, gin, slice(grads, i), group, ws.partials);
       } else if constexpr (detail::KeepsActivations<std::remove_cvref_t<decltype(layer)>>) {
         layer.backward(ctx, slice(params_, i), x, top(ws.act[i + 1], rows), gout, gin, slice(grads, i),

@@ -125,7 +125,7 @@ TEST_SUITE("nn/conv") {
     const Conv2D strided{{2, 7, 5}, 4, 3, 2, 0, reprosgd::Init::xavier_uniform, 3};
     CHECK(strided.output_shape() == ImageShape{4, 3, 2});
     CHECK(strided.describe(0) == "conv2d(2x7x5,4,k3,s2,p0,xavier,chunk=3)");
-    CHECK(strided.scratch_size(0, 2) == 2u * (3 * 2) * 18 * 2);  // 2 samples' patches, and their gradient
+    CHECK(strided.scratch_size(0, 2) == 2u * (3 * 2) * 18);  // 2 samples' patches (their gradient overwrites them)
     CHECK(Conv2D{{8, 4, 4}, 16, 1}.scratch_size(0, 10) == 0);  // 1x1: the patch matrix is the input
     const MaxPool2D pool{{32, 28, 28}, 2};
     CHECK(pool.output_width(32 * 28 * 28) == 32 * 14 * 14);
