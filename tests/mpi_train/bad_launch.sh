@@ -15,7 +15,7 @@ out=$($launcher -n 3 "$exe" "${small[@]}" "${net[@]}" --batch 16 --micro-batch 8
 check 3 "2 micro-batches per step (global batch 16 / micro-batch 8) but 3 ranks" "$out" $rc
 out=$($launcher -n 1 "$exe" "${small[@]}" "${net[@]}" --batch 16 --micro-batch 8 --seed 1 : -n 1 "$exe" "${small[@]}" "${net[@]}" --batch 16 --micro-batch 8 --seed 2 2>&1); rc=$?
 check 2 "the ranks do not train the same configuration" "$out" $rc
-out=$($launcher -n 2 "$exe" "${small[@]}" --batch 16 --micro-batch 8 --layers 784,16,10 : -n 1 "$exe" "${small[@]}" --batch 16 --micro-batch 8 --layers 100,16,10 2>&1); rc=$?
+out=$($launcher -n 2 "$exe" "${small[@]}" --batch 16 --micro-batch 8 --layers 784,16,10 : -n 1 "$exe" "${small[@]}" --batch 16 --micro-batch 8 --synthetic-shape 1,28,28 --layers 100,16,10 2>&1); rc=$?
 check 1 "features but the model's first layer expects 100" "$out" $rc
 check 2 "another rank found invalid input" "$out" $rc
 # A file only rank 0 opens (--metrics) that it cannot create: every rank ends, none waits.
