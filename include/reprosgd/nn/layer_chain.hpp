@@ -33,7 +33,8 @@ enum class Shortcut {
 namespace detail {
 
 /**
- * A chain of `list.size()` layers, `list` being visitable by position: `list.visit(j, f)` calls
+ * A chain of `list.size()` layers, `list` being visitable by position (every member of the Layer
+ * concept but name(), output_width() and describe(), which the layers built on it add): `list.visit(j, f)` calls
  * f(layer j) with the layer's own type, j == size() being the projection (Shortcut::projection).
  *
  * **Keys**: layer j of the chain draws its random numbers (initialisation, dropout) as layer
@@ -62,7 +63,8 @@ class LayerChain {
     for (std::size_t j = 0; j < size(); ++j) list_.visit(j, [&](const auto& layer) { w[j + 1] = layer.output_width(w[j]); });
     return w;
   }
-  [[nodiscard]] int output_width(int width, const char* who) const {
+  /// The chain's output width, its shortcut checked; `who` names the layer in the messages.
+  [[nodiscard]] int checked_output_width(int width, const char* who) const {
     const int out = widths(width).back();
     if (shortcut_ == Shortcut::projection) {
       int shortcut = 0;
@@ -154,10 +156,10 @@ class LayerChain {
   }
 
   /// The layers' parameter gradients; gx (unless empty: the model's first layer) = the chain's
-  /// input gradient (+ gy, + the projection's input gradient).
-  template <class Ctx, class P, class In, class GOut, class GIn, class GP, class Scratch, class Stash>
-  void backward(const Ctx& ctx, const P& params, const In& x, const GOut& gy, const GIn& gx, const GP& gparams,
-                const Scratch& scratch, const Stash& stash) const {
+  /// input gradient (+ gy, + the projection's input gradient). The outputs come from `stash`.
+  template <class Ctx, class P, class In, class Out, class GOut, class GIn, class GP, class Scratch, class Stash>
+  void backward(const Ctx& ctx, const P& params, const In& x, const Out&, const GOut& gy, const GIn& gx,
+                const GP& gparams, const Scratch& scratch, const Stash& stash) const {
     using mem = typename std::remove_cvref_t<decltype(ctx.space)>::memory_space;
     const long rows = static_cast<long>(x.extent(0));
     const int width = static_cast<int>(x.extent(1));
@@ -189,24 +191,24 @@ class LayerChain {
     }
   }
 
-  /// forward with scratch and stash of its own (the Layer concept's form).
+  /// The Layer concept's forward: with scratch and stash of its own.
   template <class Ctx, class P, class In, class Out>
-  void forward_alone(const Ctx& ctx, const P& params, const In& x, const Out& y) const {
+  void forward(const Ctx& ctx, const P& params, const In& x, const Out& y) const {
     const int width = static_cast<int>(x.extent(1));
     const long rows = static_cast<long>(x.extent(0));
     forward(ctx, params, x, y, own(ctx, scratch_size(width, rows)), own(ctx, stash_size(width, rows)));
   }
-  /// backward with scratch and stash of its own: forward again first (the same bits), then backward.
+  /// The Layer concept's backward: forward again into a stash of its own (the same bits), then backward.
   template <class Ctx, class P, class In, class Out, class GOut, class GIn, class GP>
-  void backward_alone(const Ctx& ctx, const P& params, const In& x, const Out& y, const GOut& gy, const GIn& gx,
-                      const GP& gparams) const {
+  void backward(const Ctx& ctx, const P& params, const In& x, const Out& y, const GOut& gy, const GIn& gx,
+                const GP& gparams) const {
     using mem = typename std::remove_cvref_t<decltype(ctx.space)>::memory_space;
     const int width = static_cast<int>(x.extent(1));
     const long rows = static_cast<long>(x.extent(0));
     const auto scratch = own(ctx, scratch_size(width, rows)), stash = own(ctx, stash_size(width, rows));
     const Matrix<mem> again("reprosgd::LayerChain::output", rows, static_cast<long>(y.extent(1)));
     forward(ctx, params, x, again, scratch, stash);
-    backward(ctx, params, x, gy, gx, gparams, scratch, stash);
+    backward(ctx, params, x, y, gy, gx, gparams, scratch, stash);
   }
 
   /// The context of layer j of the chain: its key (above).

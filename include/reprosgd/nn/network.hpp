@@ -62,56 +62,25 @@ struct AnyLayers {
  * keys), so a Network does not have the bits of the same layers written as a compile-time
  * Sequential; its description (the configuration hash) differs too.
  */
-class Network {
+class Network : public detail::LayerChain<detail::AnyLayers> {
  public:
   Network() = default;
   /// `layers` applied in order, then `shortcut` (a residual block: identity, or projection with
   /// the projection as the last element of `layers`). `input` is the first layer's image shape
   /// (0x0x0 when it takes features): what the Trainer checks an image data set against.
   Network(std::vector<AnyLayer> layers, Shortcut shortcut = Shortcut::none, ImageShape input = {})
-      : input(input), chain_({std::move(layers), shortcut == Shortcut::projection}, shortcut) {}
+      : LayerChain({std::move(layers), shortcut == Shortcut::projection}, shortcut), input(input) {}
 
   ImageShape input;  ///< the first layer's image shape, or 0x0x0 (features)
 
   static constexpr const char* name() noexcept { return "network"; }
   [[nodiscard]] int input_width() const { return width_in_; }
   [[nodiscard]] int output_width(int width) const {
-    return chain_.output_width(width, chain_.shortcut() == Shortcut::none ? "reprosgd::Network" : "reprosgd::Residual");
+    return checked_output_width(width, shortcut() == Shortcut::none ? "reprosgd::Network" : "reprosgd::Residual");
   }
-  [[nodiscard]] std::size_t parameter_count(int width) const { return chain_.parameter_count(width); }
   /// "network(l0;l1;...)", or as Residual describes itself for a residual block.
   [[nodiscard]] std::string describe(int width) const {
-    return (chain_.shortcut() == Shortcut::none ? "network(" : "residual(") + chain_.describe_layers(width) + ")";
-  }
-  [[nodiscard]] std::size_t scratch_size(int width, long rows) const { return chain_.scratch_size(width, rows); }
-  [[nodiscard]] std::size_t stash_size(int width, long rows) const { return chain_.stash_size(width, rows); }
-  [[nodiscard]] std::vector<StatisticsRun> statistics_runs(int width) const { return chain_.statistics_runs(width); }
-  template <class Space, class P, class G>
-  void update_statistics(const Space& space, const P& params, const G& grads, int width, float* next) const {
-    chain_.update_statistics(space, params, grads, width, next);
-  }
-  template <class Ctx, class P>
-  void initialize(const Ctx& ctx, const P& params, int width) const {
-    chain_.initialize(ctx, params, width);
-  }
-  template <class Ctx, class P, class In, class Out, class Scratch, class Stash>
-  void forward(const Ctx& ctx, const P& params, const In& x, const Out& y, const Scratch& scratch,
-               const Stash& stash) const {
-    chain_.forward(ctx, params, x, y, scratch, stash);
-  }
-  template <class Ctx, class P, class In, class Out, class GOut, class GIn, class GP, class Scratch, class Stash>
-  void backward(const Ctx& ctx, const P& params, const In& x, const Out&, const GOut& gy, const GIn& gx,
-                const GP& gparams, const Scratch& scratch, const Stash& stash) const {
-    chain_.backward(ctx, params, x, gy, gx, gparams, scratch, stash);
-  }
-  template <class Ctx, class P, class In, class Out>
-  void forward(const Ctx& ctx, const P& params, const In& x, const Out& y) const {
-    chain_.forward_alone(ctx, params, x, y);
-  }
-  template <class Ctx, class P, class In, class Out, class GOut, class GIn, class GP>
-  void backward(const Ctx& ctx, const P& params, const In& x, const Out& y, const GOut& gy, const GIn& gx,
-                const GP& gparams) const {
-    chain_.backward_alone(ctx, params, x, y, gy, gx, gparams);
+    return (shortcut() == Shortcut::none ? "network(" : "residual(") + describe_layers(width) + ")";
   }
 
   /// The model's input width, as the first layer takes it (set by whoever composes the network).
@@ -119,11 +88,10 @@ class Network {
     width_in_ = width;
     return *this;
   }
-  [[nodiscard]] const std::vector<AnyLayer>& layers() const noexcept { return chain_.list().layers; }
+  [[nodiscard]] const std::vector<AnyLayer>& layers() const noexcept { return list().layers; }
 
  private:
   int width_in_ = 0;
-  detail::LayerChain<detail::AnyLayers> chain_;
 };
 
 template <class F>

@@ -4,22 +4,13 @@
 
 #include <reprosgd/concepts/layer.hpp>
 #include <reprosgd/error.hpp>
-#include <reprosgd/kernels/elementwise.hpp>
-#include <reprosgd/kernels/views.hpp>
 #include <reprosgd/nn/layer_chain.hpp>
-#include <reprosgd/nn/layer_traits.hpp>
 
-#include <Kokkos_Core.hpp>
-
-#include <algorithm>
-#include <array>
 #include <cstddef>
-#include <cstdint>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 REPROSGD_BEGIN_NAMESPACE
 
@@ -61,66 +52,34 @@ struct TupleLayers {
 };
 }  // namespace detail
 
+namespace detail {
+/// A residual's projection as TupleLayers holds it: std::tuple<> for none.
+template <class Projection>
+using ResidualProjection = std::conditional_t<std::is_same_v<Projection, void>, std::tuple<>, Projection>;
+}  // namespace detail
+
+/// The residual blocks' one class: the chain of the block's layers, its shortcut, their description.
 template <class Projection, Layer... Block>
-class BasicResidual {
+class BasicResidual : public detail::LayerChain<detail::TupleLayers<detail::ResidualProjection<Projection>, Block...>> {
  public:
   static constexpr std::size_t depth = sizeof...(Block);
-  static_assert(depth > 0 && depth <= 254, "reprosgd::Residual: a block has 1 to 254 layers");
   static constexpr bool projected = !std::is_same_v<Projection, void>;
-  using projection_type = std::conditional_t<projected, Projection, std::tuple<>>;
+  using projection_type = detail::ResidualProjection<Projection>;
+  using chain_type = detail::LayerChain<detail::TupleLayers<projection_type, Block...>>;
 
   explicit BasicResidual(Block... block)
     requires(!projected)
-      : chain_({{std::move(block)...}, {}}, Shortcut::identity) {}
+      : chain_type({{std::move(block)...}, {}}, Shortcut::identity) {}
   BasicResidual(projection_type projection, Block... block)
     requires projected
-      : chain_({{std::move(block)...}, std::move(projection)}, Shortcut::projection) {}
+      : chain_type({{std::move(block)...}, std::move(projection)}, Shortcut::projection) {}
 
   static constexpr const char* name() noexcept { return "residual"; }
-  [[nodiscard]] int output_width(int width) const { return chain_.output_width(width, "reprosgd::Residual"); }
-  [[nodiscard]] std::size_t parameter_count(int width) const { return chain_.parameter_count(width); }
-  [[nodiscard]] std::string describe(int width) const { return "residual(" + chain_.describe_layers(width) + ")"; }
-  [[nodiscard]] std::size_t scratch_size(int width, long rows) const { return chain_.scratch_size(width, rows); }
-  [[nodiscard]] std::size_t stash_size(int width, long rows) const { return chain_.stash_size(width, rows); }
-  [[nodiscard]] std::vector<StatisticsRun> statistics_runs(int width) const { return chain_.statistics_runs(width); }
-  template <class Space, class P, class G>
-  void update_statistics(const Space& space, const P& params, const G& grads, int width, float* next) const {
-    chain_.update_statistics(space, params, grads, width, next);
-  }
-  template <class Ctx, class P>
-  void initialize(const Ctx& ctx, const P& params, int width) const {
-    chain_.initialize(ctx, params, width);
-  }
-  /// y = block(x) + x (or + projection(x)); the block's outputs stay in `stash` for backward.
-  template <class Ctx, class P, class In, class Out, class Scratch, class Stash>
-  void forward(const Ctx& ctx, const P& params, const In& x, const Out& y, const Scratch& scratch,
-               const Stash& stash) const {
-    chain_.forward(ctx, params, x, y, scratch, stash);
-  }
-  /// The block's and the projection's parameter gradients; gx (unless empty: the first layer) =
-  /// the block's input gradient + gy (or + the projection's input gradient).
-  template <class Ctx, class P, class In, class Out, class GOut, class GIn, class GP, class Scratch, class Stash>
-  void backward(const Ctx& ctx, const P& params, const In& x, const Out&, const GOut& gy, const GIn& gx,
-                const GP& gparams, const Scratch& scratch, const Stash& stash) const {
-    chain_.backward(ctx, params, x, gy, gx, gparams, scratch, stash);
-  }
-  /// The Layer concept's forward: with scratch and stash of its own.
-  template <class Ctx, class P, class In, class Out>
-  void forward(const Ctx& ctx, const P& params, const In& x, const Out& y) const {
-    chain_.forward_alone(ctx, params, x, y);
-  }
-  /// The Layer concept's backward: forward again into a stash of its own (the same bits), then backward.
-  template <class Ctx, class P, class In, class Out, class GOut, class GIn, class GP>
-  void backward(const Ctx& ctx, const P& params, const In& x, const Out& y, const GOut& gy, const GIn& gx,
-                const GP& gparams) const {
-    chain_.backward_alone(ctx, params, x, y, gy, gx, gparams);
-  }
+  [[nodiscard]] int output_width(int width) const { return this->checked_output_width(width, "reprosgd::Residual"); }
+  [[nodiscard]] std::string describe(int width) const { return "residual(" + this->describe_layers(width) + ")"; }
 
   template <std::size_t J>
-  [[nodiscard]] const auto& layer() const noexcept { return std::get<J>(chain_.list().block); }
-
- private:
-  detail::LayerChain<detail::TupleLayers<projection_type, Block...>> chain_;
+  [[nodiscard]] const auto& layer() const noexcept { return std::get<J>(this->list().block); }
 };
 
 /// y = block(x) + x. **Example**: `Residual{Dense{64, 64}, ReLU{}, Dense{64, 64}}`.
