@@ -6,6 +6,7 @@
 /// so neither depends on which rank ran which micro-batch.
 #include <doctest/doctest.h>
 
+#include <reprosgd/nn/model_spec.hpp>
 #include <reprosgd/parallel/data_parallel.hpp>
 #include <reprosgd/parallel/hybrid.hpp>
 #include <reprosgd/parallel/serial.hpp>
@@ -31,6 +32,16 @@ auto chunked_cnn() {
                               MaxPool2D{{5, 10, 9}, 2}, Conv2D{{5, 5, 4}, 7, 3, 2, 1, Init::he_normal, 2}, ReLU{},
                               Conv2D{{7, 3, 2}, 3, 1, 1, 0, Init::he_normal, 2}, Flatten{{3, 3, 2}}, Dropout{0.1f},
                               Dense{18, 10, Init::he_normal, 4});
+}
+
+// The same layers composed at run time (train_mlp --model), channel and feature chunks of 2: the
+// model takes the Network's layers as its own, so its convolutions and dense layer are split too.
+template <class Mem>
+auto chunked_network() {
+  using namespace reprosgd;
+  return make_sequential<Mem>(parse_network("conv(5,3,p1),bn,relu,maxpool(2),conv(7,3,s2,p1),relu,conv(3,1),flatten,"
+                                            "dropout(0.1),dense(10)",
+                                            {1, 10, 9}, 0, NetworkSpecOptions{.feature_chunk = 2}));
 }
 
 template <class Par, class Model>
@@ -73,6 +84,21 @@ TEST_SUITE("trainer/resnet_ranks") {
     auto model = chunked_cnn<Kokkos::HostSpace>();
     model.shard(reprosgd_test::world_rank(), p);
     const reprosgd::FeatureRange f = model.template layer<0>().features_of(reprosgd_test::world_rank(), p);
+    CHECK(model.parameter_offset(1) == static_cast<std::size_t>(10 * f.size()));
+  }
+  TEST_CASE("a network composed at run time is split the same way: its one-process bits") {
+    const int p = reprosgd_test::world_size();
+    INFO("ranks " << p);
+    const auto one = train(reprosgd::Serial<Host>(), chunked_network<Kokkos::HostSpace>());
+    CHECK(train(reprosgd::ModelParallel<Host>(), chunked_network<Kokkos::HostSpace>()) == one);
+    if (p == 4)
+      CHECK(train(reprosgd::Hybrid<Host>(reprosgd::GridShape::parse("2x2")), chunked_network<Kokkos::HostSpace>()) ==
+            one);
+    auto model = chunked_network<Kokkos::HostSpace>();
+    model.shard(reprosgd_test::world_rank(), p);
+    const reprosgd::FeatureRange f = reprosgd::Conv2D{{1, 10, 9}, 5, 3, 1, 1, reprosgd::Init::he_normal, 2}.features_of(
+        reprosgd_test::world_rank(), p);
+    CHECK(model.layer_count() == 10);
     CHECK(model.parameter_offset(1) == static_cast<std::size_t>(10 * f.size()));
   }
 }

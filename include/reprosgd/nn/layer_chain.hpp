@@ -14,6 +14,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -48,6 +49,7 @@ namespace detail {
 template <class List>
 class LayerChain {
  public:
+  using list_type = List;
   LayerChain() = default;
   LayerChain(List list, Shortcut shortcut) : list_(std::move(list)), shortcut_(shortcut) {}
 
@@ -335,6 +337,11 @@ class LayerChain {
   List list_{};
   Shortcut shortcut_ = Shortcut::none;
 };
+
+/// A layer built on LayerChain (Residual, Network): a Sequential whose only layer is one with no
+/// shortcut takes its layers as the model's own (nn/sequential.hpp).
+template <class L>
+concept LayerChainOfList = std::derived_from<L, LayerChain<typename L::list_type>>;
 
 }  // namespace detail
 REPROSGD_END_NAMESPACE

@@ -56,11 +56,13 @@ struct AnyLayers {
  * auto model = reprosgd::make_sequential<Kokkos::HostSpace>(net);
  * @endcode
  *
- * A Network is one layer for the model: under model parallelism it is replicated (its dense layers
- * are not split across the group), and the trace's layer level and the step dump see it as one
- * layer. Its layer j draws its random numbers as layer 256 + j of the model (detail::LayerChain's
- * keys), so a Network does not have the bits of the same layers written as a compile-time
- * Sequential; its description (the configuration hash) differs too.
+ * As the only layer of a Sequential a Network (with no shortcut) lends the model its layers: the
+ * model's layer i is the Network's layer i, with the key, description, sharding under model
+ * parallelism and trace layer of a compile-time layer at that place, so the model is the
+ * compile-time Sequential of the same layers, bit for bit (nn/sequential.hpp). Nested inside a
+ * model (a residual block, or a Network among other layers) it is one layer whose layer j draws
+ * its random numbers as layer (i + 1)·256 + j (detail::LayerChain's keys), replicated under model
+ * parallelism.
  */
 class Network : public detail::LayerChain<detail::AnyLayers> {
  public:

@@ -8,6 +8,7 @@
 #include <reprosgd/kernels/image.hpp>
 #include <reprosgd/kernels/views.hpp>
 #include <reprosgd/nn/dense.hpp>
+#include <reprosgd/nn/layer_chain.hpp>
 #include <reprosgd/nn/layer_traits.hpp>
 #include <reprosgd/nn/model_group.hpp>
 #include <reprosgd/reduction/canonical_blocks.hpp>
@@ -17,7 +18,6 @@
 
 #include <algorithm>
 #include <any>
-#include <array>
 #include <cstddef>
 #include <string>
 #include <tuple>
@@ -26,6 +26,19 @@
 
 REPROSGD_BEGIN_NAMESPACE
 
+
+namespace detail {
+/// Whether a Sequential of these layers may take its only layer's layers as its own (a chain).
+template <class... Layers>
+inline constexpr bool is_chain_model_v = sizeof...(Layers) == 1 && (LayerChainOfList<Layers> && ...);
+/// `depth`, the number of layers, where it is known at compile time (not for a chain's layers).
+template <bool Chain, std::size_t N>
+struct SequentialDepth {
+  static constexpr std::size_t depth = N;
+};
+template <std::size_t N>
+struct SequentialDepth<true, N> {};
+}  // namespace detail
 
 /**
  * A model: layers applied in order, their parameters in ONE contiguous buffer (layer 0's first).
@@ -37,6 +50,13 @@ REPROSGD_BEGIN_NAMESPACE
  * @code
  * reprosgd::Sequential model{reprosgd::Dense{784, 256}, reprosgd::ReLU{}, reprosgd::Dense{256, 10}};
  * @endcode
+ *
+ * **Layers chosen at run time.** A model whose only layer is a chain of layers with no shortcut (a
+ * Network, nn/network.hpp: what `parse_network` composes from a text) takes the chain's layers as
+ * its own: layer i of the model is the chain's layer i, with the key, the description, the
+ * sharding and the trace's layer of a compile-time layer at that place, so the model has the bits
+ * of the same layers written in a compile-time Sequential. layer_count() is then the chain's size
+ * (and `depth`, the layer count known at compile time that Inference needs, is not declared).
  *
  * **Model parallelism.** shard(q, P) makes this object model rank q of a group of P: every Dense
  * layer then holds only the output features q owns (whole feature chunks, Dense::features_of),
@@ -58,11 +78,10 @@ REPROSGD_BEGIN_NAMESPACE
  * @tparam Layers models of the Layer concept.
  */
 template <class MemorySpace, Layer... Layers>
-class BasicSequential {
+class BasicSequential : public detail::SequentialDepth<detail::is_chain_model_v<Layers...>, sizeof...(Layers)> {
  public:
   using memory_space = MemorySpace;
-  static constexpr std::size_t depth = sizeof...(Layers);
-  static_assert(depth > 0, "reprosgd::Sequential: a model needs at least one layer");
+  static_assert(sizeof...(Layers) > 0, "reprosgd::Sequential: a model needs at least one layer");
   /// Whether some layer keeps statistics that are not trained (BatchNorm): the Trainer then calls
   /// blend_statistics() before the optimizer's update and commit_statistics() after it.
   static constexpr bool keeps_statistics = (detail::KeepsStatistics<Layers> || ...);
@@ -89,7 +108,7 @@ class BasicSequential {
   void keep_input_gradients(Workspace& ws) const {
     ws.input_gradients.clear();
     ws.input_gradients.emplace_back();  // layer 0: no input gradient
-    for (std::size_t i = 1; i < depth; ++i)
+    for (std::size_t i = 1; i < layer_count(); ++i)
       ws.input_gradients.emplace_back("reprosgd::Sequential::input_gradient", ws.rows, widths_[i]);
   }
 
@@ -101,8 +120,18 @@ class BasicSequential {
     static_assert(detail::StatesInputWidth<first>,
                   "reprosgd::Sequential: the first layer must state its input width (e.g. Dense{in, out}, "
                   "Conv2D{{channels, height, width}, ...})");
+    if constexpr (chain_model) {
+      expanded_ = std::get<0>(layers_).shortcut() == Shortcut::none;
+      // The chain's own checks (1 to 254 layers, widths that chain) and messages.
+      if (expanded_) (void)std::get<0>(layers_).output_width(detail::input_width_of(std::get<0>(layers_)));
+    }
+    const std::size_t n = layer_count();
+    widths_.assign(n + 1, 0);
+    offsets_.assign(n + 1, 0);
+    canonical_offsets_.assign(n + 1, 0);
+    features_.assign(n, FeatureRange{});
+    ranges_.assign(n, {});
     widths_[0] = detail::input_width_of(std::get<0>(layers_));
-    canonical_offsets_[0] = 0;
     for_each_layer([&](auto& layer, auto i) {
       widths_[i + 1] = layer.output_width(widths_[i]);
       canonical_offsets_[i + 1] = canonical_offsets_[i] + layer.parameter_count(widths_[i]);
@@ -135,7 +164,7 @@ class BasicSequential {
       }
     });
     params_ = Buffer<memory_space>();
-    params_ = Buffer<memory_space>("reprosgd::Sequential::params", offsets_[depth]);
+    params_ = Buffer<memory_space>("reprosgd::Sequential::params", offsets_[layer_count()]);
     std::size_t statistics = 0;
     for (const StatisticsRun& r : statistics_runs()) statistics += r.count;
     next_statistics_ = Buffer<memory_space>("reprosgd::Sequential::next_statistics", statistics);
@@ -179,14 +208,20 @@ class BasicSequential {
       k += r.count;
     }
   }
+  /// The model's layers: the Layers, or a run-time chain's layers (above).
+  [[nodiscard]] std::size_t layer_count() const noexcept {
+    if constexpr (chain_model)
+      if (expanded_) return std::get<0>(layers_).size();
+    return sizeof...(Layers);
+  }
   [[nodiscard]] int model_rank() const noexcept { return model_rank_; }
   [[nodiscard]] int model_size() const noexcept { return model_size_; }
 
   /// Parameters this object holds: the whole model's, or its shard's after shard(q, p > 1).
-  [[nodiscard]] std::size_t parameter_count() const noexcept { return offsets_[depth]; }
+  [[nodiscard]] std::size_t parameter_count() const noexcept { return offsets_[layer_count()]; }
   /// Parameters of the whole model (what checkpoints and fingerprints hold).
-  [[nodiscard]] std::size_t canonical_parameter_count() const noexcept { return canonical_offsets_[depth]; }
-  /// Where layer `layer`'s parameters start in the whole model's buffer (layer == depth: the end).
+  [[nodiscard]] std::size_t canonical_parameter_count() const noexcept { return canonical_offsets_[layer_count()]; }
+  /// Where layer `layer`'s parameters start in the whole model's buffer (layer == layer_count(): the end).
   [[nodiscard]] std::size_t canonical_parameter_offset(std::size_t layer) const noexcept {
     return canonical_offsets_[layer];
   }
@@ -229,7 +264,7 @@ class BasicSequential {
     if constexpr (detail::TakesImage<first>) return std::get<0>(layers_).input;
     else return ImageShape{};
   }
-  [[nodiscard]] int output_width() const noexcept { return widths_[depth]; }
+  [[nodiscard]] int output_width() const noexcept { return widths_[layer_count()]; }
   [[nodiscard]] int width(std::size_t i) const noexcept { return widths_[i]; }
   [[nodiscard]] std::size_t parameter_offset(std::size_t layer) const noexcept { return offsets_[layer]; }
   [[nodiscard]] const Buffer<memory_space>& parameters() const noexcept { return params_; }
@@ -261,13 +296,13 @@ class BasicSequential {
     Workspace ws;
     ws.rows = rows;
     int widest = 0;
-    for (std::size_t i = 0; i <= depth; ++i) {
+    for (std::size_t i = 0; i <= layer_count(); ++i) {
       ws.act.emplace_back("reprosgd::Sequential::act", rows, widths_[i]);
       widest = widths_[i] > widest ? widths_[i] : widest;
     }
     ws.grad_a = Buffer<memory_space>("reprosgd::Sequential::grad_a", rows * widest);
     ws.grad_b = Buffer<memory_space>("reprosgd::Sequential::grad_b", rows * widest);
-    ws.grad_out = Matrix<memory_space>("reprosgd::Sequential::grad_out", rows, widths_[depth]);
+    ws.grad_out = Matrix<memory_space>("reprosgd::Sequential::grad_out", rows, widths_[layer_count()]);
     std::size_t local_out = 0, partials = 0;
     for_each_layer([&](auto& layer, auto i) {
       if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
@@ -283,7 +318,7 @@ class BasicSequential {
     });
     ws.layer_scratch = Buffer<memory_space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::Sequential::layer_scratch"),
                                             scratch);
-    ws.stash.resize(depth);
+    ws.stash.resize(layer_count());
     for_each_layer([&](auto& layer, auto i) {
       if constexpr (detail::KeepsActivations<std::remove_cvref_t<decltype(layer)>>)
         ws.stash[i] = Buffer<memory_space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::Sequential::stash"),
@@ -294,7 +329,7 @@ class BasicSequential {
     return ws;
   }
 
-  /// Forward the first `rows` rows of ws.act[0] through every layer; the output is ws.act[depth].
+  /// Forward the first `rows` rows of ws.act[0] through every layer; the output is ws.act[layer_count()].
   /// One process holding the whole model.
   template <class ExecSpace, class Rng>
   void forward(const LayerContext<ExecSpace, Rng>& base, Workspace& ws, long rows) const {
@@ -356,7 +391,7 @@ class BasicSequential {
   void backward(const LayerContext<ExecSpace, Rng>& base, Workspace& ws, long rows, const Grads& grads,
                 Group& group) const {
     check_group(group);
-    MatrixRef<memory_space> gout(ws.grad_out.data(), rows, widths_[depth]);
+    MatrixRef<memory_space> gout(ws.grad_out.data(), rows, widths_[layer_count()]);
     bool use_a = true;
     for_each_layer_reverse([&](auto& layer, auto i) {
       auto ctx = base;
@@ -407,31 +442,46 @@ class BasicSequential {
   static MatrixRef<memory_space> top(const Matrix<memory_space>& m, long rows) {
     return MatrixRef<memory_space>(m.data(), rows, m.extent(1));
   }
-  template <class F>
-  void for_each_layer(F&& f) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (f(std::get<I>(layers_), std::integral_constant<std::size_t, I>{}), ...);
-    }(std::make_index_sequence<depth>{});
-  }
+  // f(layer, i) for every layer in order: i an integral constant for the Layers, an index for a
+  // run-time chain's layers (the same code serves both: i only indexes).
   template <class F>
   void for_each_layer(F&& f) const {
+    if constexpr (chain_model) {
+      if (expanded_) {
+        const auto& chain = std::get<0>(layers_);
+        for (std::size_t i = 0; i < chain.size(); ++i) chain.list().visit(i, [&](const auto& layer) { f(layer, i); });
+        return;
+      }
+    }
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (f(std::get<I>(layers_), std::integral_constant<std::size_t, I>{}), ...);
-    }(std::make_index_sequence<depth>{});
+    }(std::make_index_sequence<sizeof...(Layers)>{});
   }
   template <class F>
   void for_each_layer_reverse(F&& f) const {
+    if constexpr (chain_model) {
+      if (expanded_) {
+        const auto& chain = std::get<0>(layers_);
+        for (std::size_t i = chain.size(); i-- > 0;) chain.list().visit(i, [&](const auto& layer) { f(layer, i); });
+        return;
+      }
+    }
+    constexpr std::size_t n = sizeof...(Layers);
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (f(std::get<depth - 1 - I>(layers_), std::integral_constant<std::size_t, depth - 1 - I>{}), ...);
-    }(std::make_index_sequence<depth>{});
+      (f(std::get<n - 1 - I>(layers_), std::integral_constant<std::size_t, n - 1 - I>{}), ...);
+    }(std::make_index_sequence<n>{});
   }
 
+  // Whether the only layer is a chain that may lend the model its layers (above).
+  static constexpr bool chain_model = detail::is_chain_model_v<Layers...>;
+
   std::tuple<Layers...> layers_;
-  std::array<int, depth + 1> widths_{};
-  std::array<std::size_t, depth + 1> offsets_{};            // of this object's (possibly sharded) buffer
-  std::array<std::size_t, depth + 1> canonical_offsets_{};  // of the whole model's buffer
-  std::array<FeatureRange, depth> features_{};              // the output features this object holds
-  std::array<std::vector<FeatureRange>, depth> ranges_{};   // every model rank's, for the gathers
+  bool expanded_ = false;                      // the model's layers are the chain's (chain_model, no shortcut)
+  std::vector<int> widths_;                    // [layer_count() + 1]
+  std::vector<std::size_t> offsets_;           // of this object's (possibly sharded) buffer
+  std::vector<std::size_t> canonical_offsets_; // of the whole model's buffer
+  std::vector<FeatureRange> features_;         // the output features this object holds
+  std::vector<std::vector<FeatureRange>> ranges_;  // every model rank's, for the gathers
   int model_rank_ = 0;
   int model_size_ = 1;
   Buffer<memory_space> params_;

@@ -152,8 +152,7 @@ RunRecord record_run(std::string name, const ExecSpace& space, MakeModel& make_m
   static_assert(std::is_same_v<typename decltype(model)::memory_space, memory_space>,
                 "reprosgd::testing::find_nondeterminism: make_model(space) must return a model in space's memory "
                 "space (make_sequential<typename decltype(space)::memory_space>(...))");
-  using Model = decltype(model);
-  constexpr std::size_t depth = Model::depth;
+  const std::size_t depth = model.layer_count();
   descriptions = model.describe();
   const PhiloxStream rng(o.seed);
   model.initialize(space, rng);

@@ -151,7 +151,7 @@ class StepDump {
     const auto r = static_cast<std::size_t>(rows);
     write_npy_view(mb + ".input.npy", ws.act[0], {r, static_cast<std::size_t>(model.width(0))});
     write_npy_view(mb + ".labels.npy", labels, {r});
-    for (std::size_t l = 0; l < Model::depth; ++l) {
+    for (std::size_t l = 0; l < model.layer_count(); ++l) {
       const std::string layer = mb + ".layer" + std::to_string(l);
       write_npy_view(layer + ".output.npy", ws.act[l + 1], {r, static_cast<std::size_t>(model.width(l + 1))});
       if (l > 0 && l < ws.input_gradients.size())
@@ -167,7 +167,7 @@ class StepDump {
     std::string files, layers;
     auto add = [&](const std::string& name) { files += (files.empty() ? "\"" : ",\"") + name + "\""; };
     const auto describe = model.describe();
-    for (std::size_t l = 0; l < Model::depth; ++l) {
+    for (std::size_t l = 0; l < model.layer_count(); ++l) {
       layers += (l ? "," : "") + std::string("{\"layer\":") + std::to_string(l) + ",\"description\":\"" + describe[l] +
                 "\",\"parameters\":" + std::to_string(model.parameter_offset(l + 1) - model.parameter_offset(l)) + "}";
       const std::size_t begin = model.parameter_offset(l), end = model.parameter_offset(l + 1);
@@ -182,14 +182,14 @@ class StepDump {
       const std::string mb = "mb" + std::to_string(first + static_cast<std::uint64_t>(u));
       add(mb + ".input.npy");
       add(mb + ".labels.npy");
-      for (std::size_t l = 0; l < Model::depth; ++l) add(mb + ".layer" + std::to_string(l) + ".output.npy");
-      for (std::size_t l = Model::depth; l-- > 0;) {
+      for (std::size_t l = 0; l < model.layer_count(); ++l) add(mb + ".layer" + std::to_string(l) + ".output.npy");
+      for (std::size_t l = model.layer_count(); l-- > 0;) {
         if (model.parameter_offset(l + 1) > model.parameter_offset(l))
           add(mb + ".layer" + std::to_string(l) + ".parameter_gradient.npy");
         if (l > 0) add(mb + ".layer" + std::to_string(l) + ".input_gradient.npy");
       }
     }
-    for (std::size_t l = Model::depth; l-- > 0;) {
+    for (std::size_t l = model.layer_count(); l-- > 0;) {
       const std::size_t begin = model.parameter_offset(l), end = model.parameter_offset(l + 1);
       if (end == begin) continue;
       const std::string name = "reduced_gradient.layer" + std::to_string(l) + ".npy";

@@ -374,7 +374,7 @@ class Tracer {
     agreed(par, "reprosgd::Trainer::fit", [&] {
       if (!writes(par, model)) return;
       std::vector<std::size_t> counts;
-      for (std::size_t l = 0; l < Model::depth; ++l)
+      for (std::size_t l = 0; l < model.layer_count(); ++l)
         counts.push_back(model.canonical_parameter_offset(l + 1) - model.canonical_parameter_offset(l));
       file_.open(path_, trace_header(level_, model.describe(), counts, config), step);
     });

@@ -78,11 +78,11 @@ inline int available_cpus() {
  */
 class TraceFingerprintPlan {
  public:
-  /// A plan for the layers of a model with these canonical parameter offsets (`Model::depth` and
+  /// A plan for the layers of a model with these canonical parameter offsets (`layer_count()` and
   /// `canonical_parameter_offset(l)` are read; a shard's canonical offsets are the whole model's).
   template <class Model>
   explicit TraceFingerprintPlan(const Model& model) {
-    for (std::size_t l = 0; l < Model::depth; ++l) {
+    for (std::size_t l = 0; l < model.layer_count(); ++l) {
       const std::size_t begin = model.canonical_parameter_offset(l), end = model.canonical_parameter_offset(l + 1);
       if (end > begin) slices_.push_back({l, begin, end});
     }
@@ -137,7 +137,7 @@ class TraceFingerprintPlan {
   /// that chunk r of every buffer covers the same elements.
   template <class Model>
   [[nodiscard]] bool hashable_within(const Model& model) const noexcept {
-    const std::size_t n = model.canonical_parameter_offset(Model::depth);
+    const std::size_t n = model.canonical_parameter_offset(model.layer_count());
     return !first_chunk_.empty() && std::all_of(float_count_.begin(), float_count_.end(), [n](std::size_t c) { return c == n; });
   }
   /// Hash every chunk inside a kernel of the caller: `launch(ranges, after)` gets the elements

@@ -76,23 +76,30 @@ TEST_SUITE("nn/network") {
           "network(residual(dense(5,8,he);projection=dense(5,8,he));dense(8,2,he))");
   }
 
-  TEST_CASE("with the same parameters, a Network computes the bits of the same layers composed at compile time") {
-    // No dropout: its mask is keyed by the layer's number, which differs (the Network's layer j
-    // draws as layer 256 + j); everything else is the same arithmetic on the same parameters.
+  TEST_CASE("a Sequential of a Network is the compile-time Sequential of the same layers, bit for bit") {
+    // The model takes the Network's layers as its own: the same layer count, widths, descriptions
+    // (the configuration hash), keys (initialisation and dropout), shards and arithmetic.
     using namespace reprosgd;
     const ImageShape in{2, 7, 6};
     auto fixed = make_sequential<Mem>(
         Conv2D{in, 4, 3, 1, 1}, BatchNorm2D{{4, 7, 6}}, ReLU{}, MaxPool2D{{4, 7, 6}, 2},
-        Residual{Conv2D{{4, 3, 3}, 4, 3, 1, 1}, BatchNorm2D{{4, 3, 3}}, ReLU{}},
+        Residual{Conv2D{{4, 3, 3}, 4, 3, 1, 1}, BatchNorm2D{{4, 3, 3}}, ReLU{}, Dropout{0.25f}},
         ProjectedResidual{Conv2D{{4, 3, 3}, 5, 1, 2}, Conv2D{{4, 3, 3}, 5, 3, 2, 1}, Tanh{}}, Flatten{{5, 2, 2}},
-        LayerNorm{20}, Dense{20, 3});
-    auto run_time = make_sequential<Mem>(
-        parse_network("conv(4,3,p1),bn,relu,maxpool(2),res(conv(4,3,p1),bn,relu),res(conv(5,3,s2,p1),tanh),flatten,ln,dense(3)",
-                      in));
+        Dropout{0.5f}, LayerNorm{20}, Dense{20, 3});
+    auto run_time = make_sequential<Mem>(parse_network(
+        "conv(4,3,p1),bn,relu,maxpool(2),res(conv(4,3,p1),bn,relu,dropout(0.25)),res(conv(5,3,s2,p1),tanh),flatten,"
+        "dropout(0.5),ln,dense(3)",
+        in));
+    REQUIRE(run_time.layer_count() == fixed.depth);
+    CHECK(run_time.describe() == fixed.describe());
+    for (std::size_t i = 0; i <= fixed.depth; ++i) CHECK(run_time.width(i) == fixed.width(i));
     REQUIRE(run_time.parameter_count() == fixed.parameter_count());
     CHECK(run_time.input_shape() == in);
     fixed.initialize(Kokkos::Serial(), PhiloxStream(3));
-    Kokkos::deep_copy(run_time.parameters(), fixed.parameters());
+    run_time.initialize(Kokkos::Serial(), PhiloxStream(3));
+    CHECK(bit_differences(fixed.parameters().data(), run_time.parameters().data(), fixed.parameter_count()) == 0);
+    for (int p = 2; p <= 3; ++p)
+      for (int q = 0; q < p; ++q) CHECK(run_time.canonical_runs(q, p) == fixed.canonical_runs(q, p));
     const M x = filled(5, 84, 7), gy = filled(5, 3, 8);
     auto ws_a = fixed.make_workspace(5);
     auto ws_b = run_time.make_workspace(5);
@@ -107,8 +114,20 @@ TEST_SUITE("nn/network") {
     fixed.backward(ctx, ws_a, 5, ga);
     run_time.backward(ctx, ws_b, 5, gb);
     Kokkos::fence();
-    CHECK(bit_differences(ws_a.act[fixed.depth].data(), ws_b.act[1].data(), 15) == 0);
+    for (std::size_t i = 1; i <= fixed.depth; ++i)
+      CHECK(bit_differences(ws_a.act[i].data(), ws_b.act[i].data(), ws_a.act[i].size()) == 0);
     CHECK(bit_differences(ga.data(), gb.data(), ga.extent(0)) == 0);
+  }
+
+  TEST_CASE("a Network with a shortcut stays one layer of its model") {
+    using namespace reprosgd;
+    const Network block({AnyLayer{Dense{6, 6}}, AnyLayer{ActivationFn{Activation::relu}}}, Shortcut::identity);
+    auto model = make_sequential<Mem>(Network(block).with_input_width(6));
+    CHECK(model.layer_count() == 1);
+    CHECK(model.describe() == std::vector<std::string>{"residual(dense(6,6,he);relu)"});
+    const Network empty = Network(std::vector<AnyLayer>{}).with_input_width(4);
+    CHECK_THROWS_WITH_AS(make_sequential<Mem>(empty), "reprosgd::LayerChain: a chain has 1 to 254 layers, got 0",
+                         config_error);
   }
 
   TEST_CASE("a Network's gradients by finite differences") {
