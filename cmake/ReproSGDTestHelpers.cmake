@@ -1,6 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Helpers to register ReproSGD tests.
 set(REPROSGD_VARIANT_AREAS rng kernels CACHE STRING "Test areas compiled in variant builds (all: every area)")
+# A device variant (CUDA, HIP) compiled in CI without a GPU: only the test files that instantiate
+# for the device (they name reprosgd_test::spaces, the host spaces and the device). The others test
+# host spaces only, which the host builds run; compiling them with nvcc or hipcc cost CI 6 minutes.
+option(REPROSGD_VARIANT_DEVICE_TESTS_ONLY "A variant build compiles only the test files that run on the device" OFF)
 
 # REPROSGD_TEST_OPT_FLAGS: optimisation flags for the test programs, after the build's own so that
 # they win (scripts/build.sh's main build: -O1). The library's bits do not depend on the

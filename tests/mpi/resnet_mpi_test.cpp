@@ -34,6 +34,20 @@ auto chunked_cnn() {
                               Dense{18, 10, Init::he_normal, 4});
 }
 
+// Residual blocks whose convolutions (and a projection) have channel chunks of 2, nested once: model
+// parallelism splits the convolutions inside the blocks as it splits the model's own.
+template <class Mem>
+auto chunked_resnet() {
+  using namespace reprosgd;
+  return make_sequential<Mem>(
+      Conv2D{{1, 10, 9}, 5, 3, 1, 1, Init::he_normal, 2}, BatchNorm2D{{5, 10, 9}}, ReLU{}, MaxPool2D{{5, 10, 9}, 2},
+      Residual{Conv2D{{5, 5, 4}, 5, 3, 1, 1, Init::he_normal, 2}, BatchNorm2D{{5, 5, 4}}, ReLU{}, Dropout{0.1f},
+               Residual{Conv2D{{5, 5, 4}, 5, 3, 1, 1, Init::he_normal, 2}}},
+      ProjectedResidual{Conv2D{{5, 5, 4}, 7, 1, 2, 0, Init::he_normal, 2}, Conv2D{{5, 5, 4}, 7, 3, 2, 1, Init::he_normal, 2},
+                        ReLU{}},
+      GlobalAvgPool{{7, 3, 2}}, Residual{Dense{7, 7, Init::he_normal, 2}, ReLU{}}, Dense{7, 10, Init::he_normal, 4});
+}
+
 // The same layers composed at run time (train_mlp --model), channel and feature chunks of 2: the
 // model takes the Network's layers as its own, so its convolutions and dense layer are split too.
 template <class Mem>
@@ -85,6 +99,20 @@ TEST_SUITE("trainer/resnet_ranks") {
     model.shard(reprosgd_test::world_rank(), p);
     const reprosgd::FeatureRange f = model.template layer<0>().features_of(reprosgd_test::world_rank(), p);
     CHECK(model.parameter_offset(1) == static_cast<std::size_t>(10 * f.size()));
+  }
+  TEST_CASE("convolutions and dense layers inside residual blocks split over the model group: the one-process bits") {
+    const int p = reprosgd_test::world_size();
+    INFO("ranks " << p);
+    const auto one = train(reprosgd::Serial<Host>(), chunked_resnet<Kokkos::HostSpace>());
+    CHECK(train(reprosgd::ModelParallel<Host>(), chunked_resnet<Kokkos::HostSpace>()) == one);
+    if (p == 4)
+      CHECK(train(reprosgd::Hybrid<Host>(reprosgd::GridShape::parse("2x2")), chunked_resnet<Kokkos::HostSpace>()) == one);
+    // The first block's parameters on this rank: its first convolution's channels (3 chunks of
+    // 2 over 5), the batch norm's 20 (replicated), the nested block's convolution's channels.
+    auto model = chunked_resnet<Kokkos::HostSpace>();
+    model.shard(reprosgd_test::world_rank(), p);
+    const auto f = reprosgd::Conv2D{{5, 5, 4}, 5, 3, 1, 1, reprosgd::Init::he_normal, 2}.features_of(reprosgd_test::world_rank(), p);
+    CHECK(model.parameter_offset(5) - model.parameter_offset(4) == static_cast<std::size_t>(2 * 46 * f.size() + 20));
   }
   TEST_CASE("a network composed at run time is split the same way: its one-process bits") {
     const int p = reprosgd_test::world_size();

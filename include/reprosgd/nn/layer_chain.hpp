@@ -9,7 +9,10 @@
 #include <reprosgd/error.hpp>
 #include <reprosgd/kernels/elementwise.hpp>
 #include <reprosgd/kernels/views.hpp>
+#include <reprosgd/nn/group_layer.hpp>
 #include <reprosgd/nn/layer_traits.hpp>
+#include <reprosgd/nn/model_group.hpp>
+#include <reprosgd/reduction/local_sum.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -42,6 +45,10 @@ namespace detail {
  * (i + 1) * 256 + j, i being the chain's own layer number in its model; the projection as 255.
  * Chains hold at most 254 layers, and a model of fewer than 256 layers keeps every key distinct
  * (a nested chain's keys start at 65,792).
+ * **Model groups**: the inner layers are split over a model group as a Sequential's are
+ * (nn/group_layer.hpp): a convolution or dense layer holds its features' parameters, gathered after
+ * its forward; the chain's parameters on rank g are its layers' held parameters in order
+ * (offsets(width, g)).
  * **Memory**: the outputs of the chain's layers (and the projection's) are kept from forward to
  * backward in the stash, then the inner layers' own stashes; the scratch holds two gradient
  * buffers of the widest width, then the largest scratch an inner layer asks for.
@@ -81,17 +88,35 @@ class LayerChain {
     }
     return out;
   }
-  /// Where each layer's parameters start in the chain's slice ([size()]: the projection's; [size() + 1]: the end).
-  [[nodiscard]] std::vector<std::size_t> offsets(int width) const {
+  /// Where each layer's parameters start in the chain's slice ([size()]: the projection's; [size() + 1]: the end),
+  /// of the whole chain or (g) of what model rank g holds.
+  [[nodiscard]] std::vector<std::size_t> offsets(int width, GroupPlace g = {}) const {
     const std::vector<int> w = widths(width);
     std::vector<std::size_t> o(size() + 2, 0);
     for (std::size_t j = 0; j < size(); ++j)
-      list_.visit(j, [&](const auto& layer) { o[j + 1] = o[j] + layer.parameter_count(w[j]); });
+      list_.visit(j, [&](const auto& layer) { o[j + 1] = o[j] + detail::held_parameter_count(layer, w[j], g); });
     o[size() + 1] = o[size()];
-    if (projected()) list_.visit(size(), [&](const auto& p) { o[size() + 1] += p.parameter_count(width); });
+    if (projected()) list_.visit(size(), [&](const auto& p) { o[size() + 1] += detail::held_parameter_count(p, width, g); });
     return o;
   }
   [[nodiscard]] std::size_t parameter_count(int width) const { return offsets(width).back(); }
+  /// The parameters model rank g holds (detail::GroupComposite).
+  [[nodiscard]] std::size_t held_parameter_count(int width, GroupPlace g) const { return offsets(width, g).back(); }
+  /// Where rank g's parameters lie in the whole model's buffer, the chain's starting at `canonical`
+  /// there and at `local` in the rank's (advanced past them): its layers' runs in order.
+  void append_held_runs(int width, std::size_t canonical, std::size_t& local, GroupPlace g,
+                        std::vector<CanonicalRun>& runs) const {
+    const std::vector<std::size_t> o = offsets(width);
+    for_all(width, [&](const auto& layer, std::size_t j, int in) {
+      detail::append_held_runs(layer, in, canonical + o[j], local, g, runs);
+    });
+  }
+  /// The group buffers of the inner layers (detail::add_group_buffers).
+  void add_group_buffers(int width, long rows, GroupPlace g, bool input_gradient, GroupBuffers& b) const {
+    for_all(width, [&](const auto& layer, std::size_t j, int in) {
+      detail::add_group_buffers(layer, in, rows, g, input_gradient || (j > 0 && j < size()), b);
+    });
+  }
   /// The layers' descriptions joined by ';' (and ";projection=" the projection's).
   [[nodiscard]] std::string describe_layers(int width) const {
     const std::vector<int> w = widths(width);
@@ -115,41 +140,59 @@ class LayerChain {
     });
     return n;
   }
-  [[nodiscard]] std::vector<StatisticsRun> statistics_runs(int width) const {
-    const std::vector<std::size_t> o = offsets(width);
+  /// The statistics runs of the inner layers, in the parameters rank g holds.
+  [[nodiscard]] std::vector<StatisticsRun> statistics_runs(int width, GroupPlace g = {}) const {
+    const std::vector<std::size_t> o = offsets(width, g);
     std::vector<StatisticsRun> runs;
     for_all(width, [&](const auto& layer, std::size_t j, int in) {
       if constexpr (KeepsStatistics<std::remove_cvref_t<decltype(layer)>>)
-        for (StatisticsRun r : layer.statistics_runs(in)) runs.push_back({o[j] + r.offset, r.count});
+        for (StatisticsRun r : held_statistics_runs(layer, in, g)) runs.push_back({o[j] + r.offset, r.count});
     });
     return runs;
   }
   /// The inner layers' update_statistics, `next` filled in statistics_runs() order.
   template <class Space, class P, class G>
-  void update_statistics(const Space& space, const P& params, const G& grads, int width, float* next) const {
-    const std::vector<std::size_t> o = offsets(width);
+  void update_statistics(const Space& space, const P& params, const G& grads, int width, float* next,
+                         GroupPlace g = {}) const {
+    const std::vector<std::size_t> o = offsets(width, g);
     for_all(width, [&](const auto& layer, std::size_t j, int in) {
       if constexpr (KeepsStatistics<std::remove_cvref_t<decltype(layer)>>) {
-        layer.update_statistics(space, sub(params, o, j), sub(grads, o, j), in, next);
-        for (StatisticsRun r : layer.statistics_runs(in)) next += r.count;
+        update_held_statistics(layer, space, sub(params, o, j), sub(grads, o, j), in, next, g);
+        for (StatisticsRun r : held_statistics_runs(layer, in, g)) next += r.count;
       }
     });
   }
 
+  /// Draw the parameters rank g holds (every inner layer keyed as in the whole model). @deterministic
   template <class Ctx, class P>
-  void initialize(const Ctx& ctx, const P& params, int width) const {
-    const std::vector<std::size_t> o = offsets(width);
-    for_all(width, [&](const auto& layer, std::size_t j, int in) { layer.initialize(inner(ctx, j), sub(params, o, j), in); });
+  void initialize(const Ctx& ctx, const P& params, int width, GroupPlace g = {}) const {
+    const std::vector<std::size_t> o = offsets(width, g);
+    for_all(width, [&](const auto& layer, std::size_t j, int in) {
+      initialize_held(layer, inner(ctx, j), sub(params, o, j), in, g);
+    });
   }
 
-  /// y = chain(x) (+ x, + projection(x)); the layers' outputs stay in `stash` for backward.
+  /// y = chain(x) (+ x, + projection(x)) in one process; the layers' outputs stay in `stash` for backward.
   template <class Ctx, class P, class In, class Out, class Scratch, class Stash>
   void forward(const Ctx& ctx, const P& params, const In& x, const Out& y, const Scratch& scratch,
                const Stash& stash) const {
+    using exec = std::remove_cvref_t<decltype(ctx.space)>;
+    LocalExactSum<exec> sum;
+    LocalModelGroup<exec> group(ctx.space, sum);
+    forward(ctx, params, x, y, scratch, stash, group, BufferRef<typename exec::memory_space>(nullptr, 0));
+  }
+  /// The same across a model group, `params` the parameters this rank holds: a sharded inner
+  /// layer's columns go through `local_out` (add_group_buffers) to the group's gather, so every
+  /// rank continues with the whole output. @collective over group
+  template <class Ctx, class P, class In, class Out, class Scratch, class Stash, ModelGroup Group, class LocalOut>
+  void forward(const Ctx& ctx, const P& params, const In& x, const Out& y, const Scratch& scratch, const Stash& stash,
+               Group& group, const LocalOut& local_out) const {
     using mem = typename std::remove_cvref_t<decltype(ctx.space)>::memory_space;
-    const Plan<mem> plan(*this, static_cast<int>(x.extent(1)), static_cast<long>(x.extent(0)), scratch.data(), stash.data());
+    const Plan<mem> plan(*this, static_cast<int>(x.extent(1)), static_cast<long>(x.extent(0)), scratch.data(), stash.data(),
+                         place(group));
     for_all(plan.w[0], [&](const auto& layer, std::size_t j, int) {
-      call_forward(layer, j, inner(ctx, j), sub(params, plan.o, j), plan.input(j, x), plan.output(j), plan);
+      forward_held(layer, inner(ctx, j), sub(params, plan.o, j), plan.input(j, x), plan.output(j), plan.inner_scratch(),
+                   plan.inner_stash(j), group, local_out);
     });
     const long n = plan.rows * plan.w[size()];
     const float* last = plan.out[size() - 1];
@@ -158,14 +201,27 @@ class LayerChain {
   }
 
   /// The layers' parameter gradients; gx (unless empty: the model's first layer) = the chain's
-  /// input gradient (+ gy, + the projection's input gradient). The outputs come from `stash`.
+  /// input gradient (+ gy, + the projection's input gradient). The outputs come from `stash`. One process.
   template <class Ctx, class P, class In, class Out, class GOut, class GIn, class GP, class Scratch, class Stash>
-  void backward(const Ctx& ctx, const P& params, const In& x, const Out&, const GOut& gy, const GIn& gx,
+  void backward(const Ctx& ctx, const P& params, const In& x, const Out& y, const GOut& gy, const GIn& gx,
                 const GP& gparams, const Scratch& scratch, const Stash& stash) const {
+    using exec = std::remove_cvref_t<decltype(ctx.space)>;
+    LocalExactSum<exec> sum;
+    LocalModelGroup<exec> group(ctx.space, sum);
+    GroupBuffers b;
+    add_group_buffers(static_cast<int>(x.extent(1)), static_cast<long>(x.extent(0)), GroupPlace{}, gx.extent(0) > 0, b);
+    backward(ctx, params, x, y, gy, gx, gparams, scratch, stash, group, own(ctx, b.partials));
+  }
+  /// The same across a model group, `gparams` laid out as the parameters this rank holds; the
+  /// sharded inner layers' group backward uses `partials` (add_group_buffers). @collective over group
+  template <class Ctx, class P, class In, class Out, class GOut, class GIn, class GP, class Scratch, class Stash,
+            ModelGroup Group, class Partials>
+  void backward(const Ctx& ctx, const P& params, const In& x, const Out&, const GOut& gy, const GIn& gx,
+                const GP& gparams, const Scratch& scratch, const Stash& stash, Group& group, const Partials& partials) const {
     using mem = typename std::remove_cvref_t<decltype(ctx.space)>::memory_space;
     const long rows = static_cast<long>(x.extent(0));
     const int width = static_cast<int>(x.extent(1));
-    const Plan<mem> plan(*this, width, rows, scratch.data(), stash.data());
+    const Plan<mem> plan(*this, width, rows, scratch.data(), stash.data(), place(group));
     const bool first = gx.extent(0) == 0;
     MatrixRef<mem> g(gy.data(), rows, plan.w[size()]);
     bool use_a = true;
@@ -173,8 +229,8 @@ class LayerChain {
       list_.visit(k, [&](const auto& layer) {
         float* target = k == 0 ? gx.data() : (use_a ? plan.grad_a : plan.grad_b);
         const MatrixRef<mem> gin(target, k == 0 && first ? 0 : rows, k == 0 && first ? 0 : plan.w[k]);
-        call_backward(layer, k, inner(ctx, k), sub(params, plan.o, k), plan.input(k, x), plan.output(k), g, gin,
-                      sub(gparams, plan.o, k), plan);
+        backward_held(layer, inner(ctx, k), sub(params, plan.o, k), plan.input(k, x), plan.output(k), g, gin,
+                      sub(gparams, plan.o, k), plan.inner_scratch(), plan.inner_stash(k), group, partials);
         g = gin;
       });
       use_a = !use_a;
@@ -183,9 +239,9 @@ class LayerChain {
       // The projection's input gradient into the scratch, then added to the chain's.
       list_.visit(size(), [&](const auto& p) {
         const MatrixRef<mem> gin(plan.grad_a, first ? 0 : rows, first ? 0 : width);
-        call_backward(p, size(), inner(ctx, projection_key), sub(params, plan.o, size()), plan.input(size(), x),
+        backward_held(p, inner(ctx, projection_key), sub(params, plan.o, size()), plan.input(size(), x),
                       plan.output(size()), MatrixRef<mem>(gy.data(), rows, plan.w[size()]), gin,
-                      sub(gparams, plan.o, size()), plan);
+                      sub(gparams, plan.o, size()), plan.inner_scratch(), plan.inner_stash(size()), group, partials);
       });
       if (!first) add_elements(ctx.space, rows * width, gx.data(), plan.grad_a, gx.data());
     } else if (shortcut_ == Shortcut::identity && !first) {
@@ -245,8 +301,8 @@ class LayerChain {
     float* scratch;
     std::size_t scratch_n;
 
-    Plan(const LayerChain& c, int width, long rows_, float* scratch_, float* stash_)
-        : w(c.widths(width)), o(c.offsets(width)), rows(rows_), out(c.size() + 1, nullptr), stash(c.size() + 1, nullptr),
+    Plan(const LayerChain& c, int width, long rows_, float* scratch_, float* stash_, GroupPlace g)
+        : w(c.widths(width)), o(c.offsets(width, g)), rows(rows_), out(c.size() + 1, nullptr), stash(c.size() + 1, nullptr),
           stash_n(c.size() + 1, 0) {
       const std::size_t n = c.size();
       float* s = stash_;
@@ -265,10 +321,10 @@ class LayerChain {
           s += stash_n[j];
         }
       });
-      const std::size_t g = c.gradient_floats(width, rows);
+      const std::size_t gf = c.gradient_floats(width, rows);
       grad_a = scratch_;
-      grad_b = scratch_ + g;
-      scratch = scratch_ + 2 * g;
+      grad_b = scratch_ + gf;
+      scratch = scratch_ + 2 * gf;
       scratch_n = c.inner_scratch(width, rows);
     }
     /// Layer j's input: x for the first layer and the projection, else layer j - 1's output.
@@ -280,28 +336,13 @@ class LayerChain {
     MatrixRef<Mem> output(std::size_t j) const {
       return MatrixRef<Mem>(out[j], rows, w[j + 1 < out.size() ? j + 1 : j]);
     }
+    BufferRef<Mem> inner_scratch() const { return BufferRef<Mem>(scratch, scratch_n); }
+    BufferRef<Mem> inner_stash(std::size_t j) const { return BufferRef<Mem>(stash[j], stash_n[j]); }
   };
 
-  template <class L, class Ctx, class P, class In, class Out, class Mem>
-  static void call_forward(const L& layer, std::size_t j, const Ctx& ctx, const P& p, const In& x, const Out& y,
-                           const Plan<Mem>& plan) {
-    if constexpr (KeepsActivations<L>)
-      layer.forward(ctx, p, x, y, BufferRef<Mem>(plan.scratch, plan.scratch_n), BufferRef<Mem>(plan.stash[j], plan.stash_n[j]));
-    else if constexpr (UsesScratch<L>)
-      layer.forward(ctx, p, x, y, BufferRef<Mem>(plan.scratch, plan.scratch_n));
-    else
-      layer.forward(ctx, p, x, y);
-  }
-  template <class L, class Ctx, class P, class In, class Out, class GOut, class GIn, class GP, class Mem>
-  static void call_backward(const L& layer, std::size_t j, const Ctx& ctx, const P& p, const In& x, const Out& y,
-                            const GOut& gy, const GIn& gx, const GP& gp, const Plan<Mem>& plan) {
-    if constexpr (KeepsActivations<L>)
-      layer.backward(ctx, p, x, y, gy, gx, gp, BufferRef<Mem>(plan.scratch, plan.scratch_n),
-                     BufferRef<Mem>(plan.stash[j], plan.stash_n[j]));
-    else if constexpr (UsesScratch<L>)
-      layer.backward(ctx, p, x, y, gy, gx, gp, BufferRef<Mem>(plan.scratch, plan.scratch_n));
-    else
-      layer.backward(ctx, p, x, y, gy, gx, gp);
+  template <ModelGroup Group>
+  static GroupPlace place(const Group& group) {
+    return GroupPlace{group.model_rank(), group.model_size()};
   }
 
   [[nodiscard]] std::size_t gradient_floats(int width, long rows) const {

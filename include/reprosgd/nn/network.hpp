@@ -61,8 +61,8 @@ struct AnyLayers {
  * parallelism and trace layer of a compile-time layer at that place, so the model is the
  * compile-time Sequential of the same layers, bit for bit (nn/sequential.hpp). Nested inside a
  * model (a residual block, or a Network among other layers) it is one layer whose layer j draws
- * its random numbers as layer (i + 1)·256 + j (detail::LayerChain's keys), replicated under model
- * parallelism.
+ * its random numbers as layer (i + 1)·256 + j (detail::LayerChain's keys), its Dense and Conv2D
+ * layers split under model parallelism as a residual block's are.
  */
 class Network : public detail::LayerChain<detail::AnyLayers> {
  public:

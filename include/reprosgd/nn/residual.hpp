@@ -25,7 +25,8 @@ REPROSGD_BEGIN_NAMESPACE
  * **Determinism**: the block's layers are computed as Sequential computes layers; the shortcut
  * is one rounded sum per element, and the input gradient block'(x)^T gy + gy (or + the
  * projection's) one more. Nothing depends on threads or ranks. Under model parallelism a
- * Residual is replicated like every layer other than Dense and Conv2D (its inner convolutions too).
+ * Under model parallelism the block's Dense and Conv2D layers are split over the group like a
+ * Sequential's (detail::LayerChain, nn/group_layer.hpp); its other layers are replicated.
  * **Keys and memory**: detail::LayerChain's (the block's layer j draws its random numbers as
  * layer (i + 1) * 256 + j of the model, i the Residual's own number; the block's outputs are kept
  * from forward to backward in stash_size() floats, which Sequential gives each Residual).

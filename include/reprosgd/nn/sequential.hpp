@@ -8,6 +8,7 @@
 #include <reprosgd/kernels/image.hpp>
 #include <reprosgd/kernels/views.hpp>
 #include <reprosgd/nn/dense.hpp>
+#include <reprosgd/nn/group_layer.hpp>
 #include <reprosgd/nn/layer_chain.hpp>
 #include <reprosgd/nn/layer_traits.hpp>
 #include <reprosgd/nn/model_group.hpp>
@@ -61,7 +62,7 @@ struct SequentialDepth<true, N> {};
  * **Model parallelism.** shard(q, P) makes this object model rank q of a group of P: every Dense
  * layer then holds only the output features q owns (whole feature chunks, Dense::features_of),
  * every Conv2D only its output channels (whole channel chunks; its shard's output is gathered
- * pixel by pixel),
+ * pixel by pixel), and so does every Dense and Conv2D inside a residual block (nn/group_layer.hpp),
  * and parameters() is that shard — W's columns and b's elements of those features, layer by
  * layer. Other layers are replicated. The whole model's ("canonical", the one-process) layout is
  * still what initialisation keys on, what checkpoints and fingerprints hold, and what
@@ -129,8 +130,6 @@ class BasicSequential : public detail::SequentialDepth<detail::is_chain_model_v<
     widths_.assign(n + 1, 0);
     offsets_.assign(n + 1, 0);
     canonical_offsets_.assign(n + 1, 0);
-    features_.assign(n, FeatureRange{});
-    ranges_.assign(n, {});
     widths_[0] = detail::input_width_of(std::get<0>(layers_));
     for_each_layer([&](auto& layer, auto i) {
       widths_[i + 1] = layer.output_width(widths_[i]);
@@ -152,16 +151,7 @@ class BasicSequential : public detail::SequentialDepth<detail::is_chain_model_v<
     model_size_ = p;
     offsets_[0] = 0;
     for_each_layer([&](auto& layer, auto i) {
-      if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
-        features_[i] = layer.features_of(q, p);
-        ranges_[i].clear();
-        for (int r = 0; r < p; ++r) ranges_[i].push_back(layer.features_of(r, p));
-        offsets_[i + 1] = offsets_[i] + layer.shard_parameter_count(features_[i]);
-      } else {
-        features_[i] = FeatureRange{0, widths_[i + 1]};
-        ranges_[i].assign(1, features_[i]);
-        offsets_[i + 1] = offsets_[i] + layer.parameter_count(widths_[i]);
-      }
+      offsets_[i + 1] = offsets_[i] + detail::held_parameter_count(layer, widths_[i], place());
     });
     params_ = Buffer<memory_space>();
     params_ = Buffer<memory_space>("reprosgd::Sequential::params", offsets_[layer_count()]);
@@ -176,7 +166,8 @@ class BasicSequential : public detail::SequentialDepth<detail::is_chain_model_v<
     std::vector<StatisticsRun> runs;
     for_each_layer([&](auto& layer, auto i) {
       if constexpr (detail::KeepsStatistics<std::remove_cvref_t<decltype(layer)>>)
-        for (StatisticsRun r : layer.statistics_runs(widths_[i])) runs.push_back({offsets_[i] + r.offset, r.count});
+        for (StatisticsRun r : detail::held_statistics_runs(layer, widths_[i], place()))
+          runs.push_back({offsets_[i] + r.offset, r.count});
     });
     return runs;
   }
@@ -192,8 +183,8 @@ class BasicSequential : public detail::SequentialDepth<detail::is_chain_model_v<
     float* next = next_statistics_.data();
     for_each_layer([&](auto& layer, auto i) {
       if constexpr (detail::KeepsStatistics<std::remove_cvref_t<decltype(layer)>>) {
-        layer.update_statistics(space, slice(params_, i), slice(grads, i), widths_[i], next);
-        for (StatisticsRun r : layer.statistics_runs(widths_[i])) next += r.count;
+        detail::update_held_statistics(layer, space, slice(params_, i), slice(grads, i), widths_[i], next, place());
+        for (StatisticsRun r : detail::held_statistics_runs(layer, widths_[i], place())) next += r.count;
       }
     });
   }
@@ -238,22 +229,7 @@ class BasicSequential : public detail::SequentialDepth<detail::is_chain_model_v<
     std::vector<Run> runs;
     std::size_t local = 0;
     for_each_layer([&](auto& layer, auto i) {
-      const std::size_t base = canonical_offsets_[i];
-      if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
-        const FeatureRange f = layer.features_of(q, p);
-        // W is weight_rows x features (a Conv2D's features are its channels, not its output width).
-        const auto nl = static_cast<std::size_t>(f.size()),
-                   out = static_cast<std::size_t>(widths_[i + 1] / detail::output_pixels_of(layer));
-        if (nl == 0) return;
-        const auto in = static_cast<std::size_t>(detail::weight_rows_of(layer, widths_[i]));
-        for (std::size_t k = 0; k < in; ++k, local += nl) runs.push_back({base + k * out + f.begin, local, nl});
-        runs.push_back({base + in * out + f.begin, local, nl});
-        local += nl;
-      } else {
-        const std::size_t n = canonical_offsets_[i + 1] - base;
-        if (n > 0) runs.push_back({base, local, n});
-        local += n;
-      }
+      detail::append_held_runs(layer, widths_[i], canonical_offsets_[i], local, detail::GroupPlace{q, p}, runs);
     });
     return runs;
   }
@@ -284,10 +260,7 @@ class BasicSequential : public detail::SequentialDepth<detail::is_chain_model_v<
   void initialize(const ExecSpace& space, const Rng& rng) {
     for_each_layer([&](auto& layer, auto i) {
       LayerContext<ExecSpace, Rng> ctx{space, rng, static_cast<std::uint32_t>(i), 0, 0, false};
-      if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>)
-        layer.initialize(ctx, slice(params_, i), widths_[i], features_[i]);
-      else
-        layer.initialize(ctx, slice(params_, i), widths_[i]);
+      detail::initialize_held(layer, ctx, slice(params_, i), widths_[i], place());
     });
     space.fence();
   }
@@ -303,13 +276,9 @@ class BasicSequential : public detail::SequentialDepth<detail::is_chain_model_v<
     ws.grad_a = Buffer<memory_space>("reprosgd::Sequential::grad_a", rows * widest);
     ws.grad_b = Buffer<memory_space>("reprosgd::Sequential::grad_b", rows * widest);
     ws.grad_out = Matrix<memory_space>("reprosgd::Sequential::grad_out", rows, widths_[layer_count()]);
-    std::size_t local_out = 0, partials = 0;
+    detail::GroupBuffers group_buffers;
     for_each_layer([&](auto& layer, auto i) {
-      if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
-        if (model_size_ > 1)
-          local_out = std::max(local_out, static_cast<std::size_t>(rows * detail::output_pixels_of(layer) * features_[i].size()));
-        if (i > 0) partials = std::max(partials, layer.partials_size(rows, model_rank_, model_size_));
-      }
+      detail::add_group_buffers(layer, widths_[i], rows, place(), i > 0, group_buffers);
     });
     std::size_t scratch = 0;
     for_each_layer([&](auto& layer, auto i) {
@@ -324,8 +293,8 @@ class BasicSequential : public detail::SequentialDepth<detail::is_chain_model_v<
         ws.stash[i] = Buffer<memory_space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::Sequential::stash"),
                                            layer.stash_size(widths_[i], rows));
     });
-    ws.local_out = Buffer<memory_space>("reprosgd::Sequential::local_out", local_out);
-    ws.partials = Buffer<memory_space>("reprosgd::Sequential::partials", partials);
+    ws.local_out = Buffer<memory_space>("reprosgd::Sequential::local_out", group_buffers.local_out);
+    ws.partials = Buffer<memory_space>("reprosgd::Sequential::partials", group_buffers.partials);
     return ws;
   }
 
@@ -345,31 +314,8 @@ class BasicSequential : public detail::SequentialDepth<detail::is_chain_model_v<
     for_each_layer([&](auto& layer, auto i) {
       auto ctx = base;
       ctx.layer = static_cast<std::uint32_t>(i);
-      const MatrixRef<memory_space> x = top(ws.act[i], rows), y = top(ws.act[i + 1], rows);
-      if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
-        if (model_size_ > 1) {
-          // The shard's features for every output row (a sample, or a sample's pixel), gathered
-          // into the whole output row by row.
-          const long out_rows = rows * detail::output_pixels_of(layer);
-          const MatrixRef<memory_space> mine(ws.local_out.data(), out_rows, features_[i].size());
-          if (features_[i].size() > 0) {
-            if constexpr (detail::UsesScratch<std::remove_cvref_t<decltype(layer)>>)
-              layer.forward(ctx, slice(params_, i), x, mine, ws.layer_scratch);
-            else
-              layer.forward(ctx, slice(params_, i), x, mine);
-          }
-          base.space.fence();
-          group.gather_features(mine.data(), out_rows, std::span<const FeatureRange>(ranges_[i]),
-                                MatrixRef<memory_space>(y.data(), out_rows, widths_[i + 1] / detail::output_pixels_of(layer)));
-          return;
-        }
-      }
-      if constexpr (detail::KeepsActivations<std::remove_cvref_t<decltype(layer)>>)
-        layer.forward(ctx, slice(params_, i), x, y, ws.layer_scratch, ws.stash[i]);
-      else if constexpr (detail::UsesScratch<std::remove_cvref_t<decltype(layer)>>)
-        layer.forward(ctx, slice(params_, i), x, y, ws.layer_scratch);
-      else
-        layer.forward(ctx, slice(params_, i), x, y);
+      detail::forward_held(layer, ctx, slice(params_, i), top(ws.act[i], rows), top(ws.act[i + 1], rows),
+                           ws.layer_scratch, ws.stash[i], group, ws.local_out);
     });
   }
 
@@ -398,21 +344,8 @@ class BasicSequential : public detail::SequentialDepth<detail::is_chain_model_v<
       ctx.layer = static_cast<std::uint32_t>(i);
       float* scratch = use_a ? ws.grad_a.data() : ws.grad_b.data();
       MatrixRef<memory_space> gin(scratch, i == 0 ? 0 : rows, i == 0 ? 0 : widths_[i]);
-      const MatrixRef<memory_space> x = top(ws.act[i], rows);
-      if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>> &&
-                    detail::UsesScratch<std::remove_cvref_t<decltype(layer)>>) {
-        layer.backward(ctx, slice(params_, i), x, gout, gin, slice(grads, i), group, ws.partials, ws.layer_scratch);
-      } else if constexpr (detail::FeatureShardable<std::remove_cvref_t<decltype(layer)>>) {
-        layer.backward(ctx, slice(params_, i), x, gout, gin, slice(grads, i), group, ws.partials);
-      } else if constexpr (detail::KeepsActivations<std::remove_cvref_t<decltype(layer)>>) {
-        layer.backward(ctx, slice(params_, i), x, top(ws.act[i + 1], rows), gout, gin, slice(grads, i),
-                       ws.layer_scratch, ws.stash[i]);
-      } else if constexpr (detail::UsesScratch<std::remove_cvref_t<decltype(layer)>>) {
-        layer.backward(ctx, slice(params_, i), x, top(ws.act[i + 1], rows), gout, gin, slice(grads, i),
-                       ws.layer_scratch);
-      } else {
-        layer.backward(ctx, slice(params_, i), x, top(ws.act[i + 1], rows), gout, gin, slice(grads, i));
-      }
+      detail::backward_held(layer, ctx, slice(params_, i), top(ws.act[i], rows), top(ws.act[i + 1], rows), gout, gin,
+                            slice(grads, i), ws.layer_scratch, ws.stash[i], group, ws.partials);
       if (i > 0 && !ws.input_gradients.empty())
         Kokkos::deep_copy(base.space, top(ws.input_gradients[i], rows), gin);
       gout = gin;
@@ -421,6 +354,7 @@ class BasicSequential : public detail::SequentialDepth<detail::is_chain_model_v<
   }
 
  private:
+  [[nodiscard]] detail::GroupPlace place() const noexcept { return {model_rank_, model_size_}; }
   /// The workspace's one-process chunk sum on ExecSpace (made on first use, kept between steps).
   template <class ExecSpace>
   static LocalExactSum<ExecSpace>& local_sum(Workspace& ws) {
@@ -480,8 +414,6 @@ class BasicSequential : public detail::SequentialDepth<detail::is_chain_model_v<
   std::vector<int> widths_;                    // [layer_count() + 1]
   std::vector<std::size_t> offsets_;           // of this object's (possibly sharded) buffer
   std::vector<std::size_t> canonical_offsets_; // of the whole model's buffer
-  std::vector<FeatureRange> features_;         // the output features this object holds
-  std::vector<std::vector<FeatureRange>> ranges_;  // every model rank's, for the gathers
   int model_rank_ = 0;
   int model_size_ = 1;
   Buffer<memory_space> params_;

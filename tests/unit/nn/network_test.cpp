@@ -119,6 +119,68 @@ TEST_SUITE("nn/network") {
     CHECK(bit_differences(ga.data(), gb.data(), ga.extent(0)) == 0);
   }
 
+  TEST_CASE("residual blocks split their convolutions and dense layers over a model group: every parameter held once "
+            "(statistics on every rank), with the whole model's initial bits") {
+    using namespace reprosgd;
+    const auto compile_time = [] {
+      return make_sequential<Mem>(
+          Conv2D{{1, 6, 5}, 5, 3, 1, 1, Init::he_normal, 2}, ReLU{},
+          Residual{Conv2D{{5, 6, 5}, 5, 3, 1, 1, Init::he_normal, 2}, BatchNorm2D{{5, 6, 5}}, ReLU{}},
+          ProjectedResidual{Conv2D{{5, 6, 5}, 7, 1, 2, 0, Init::he_normal, 2},
+                            Residual{Conv2D{{5, 6, 5}, 5, 3, 1, 1, Init::he_normal, 2}},
+                            Conv2D{{5, 6, 5}, 7, 3, 2, 1, Init::he_normal, 2}, ReLU{}},
+          GlobalAvgPool{{7, 3, 3}}, Dense{7, 4, Init::he_normal, 2});
+    };
+    const auto run_time = [] {
+      return make_sequential<Mem>(parse_network("conv(5,3,p1),relu,res(conv(5,3,p1),bn,relu),res(res(conv(5,3,p1)),"
+                                                "conv(7,3,s2,p1),relu),gap,dense(4)",
+                                                {1, 6, 5}, 0, NetworkSpecOptions{.feature_chunk = 2}));
+    };
+    auto whole = compile_time();
+    const std::size_t n = whole.canonical_parameter_count(), statistics = 2 * 5;  // running mean, variance
+    whole.initialize(Kokkos::Serial(), PhiloxStream(11));
+    for (int p = 1; p <= 4; ++p) {
+      CAPTURE(p);
+      std::vector<int> covered(n, 0);
+      std::size_t held = 0;
+      for (int q = 0; q < p; ++q) {
+        CAPTURE(q);
+        auto shard = compile_time();
+        auto other = run_time();
+        shard.shard(q, p);
+        other.shard(q, p);
+        CHECK(shard.canonical_runs(q) == other.canonical_runs(q));
+        CHECK(shard.parameter_count() == other.parameter_count());
+        shard.initialize(Kokkos::Serial(), PhiloxStream(11));
+        std::size_t local = 0;
+        for (const CanonicalRun& r : shard.canonical_runs(q)) {
+          REQUIRE(r.local == local);  // the runs tile the shard's buffer in order
+          local += r.length;
+          for (std::size_t k = 0; k < r.length; ++k) ++covered[r.canonical + k];
+          CHECK(bit_differences(shard.parameters().data() + r.local, whole.parameters().data() + r.canonical, r.length) == 0);
+        }
+        CHECK(local == shard.parameter_count());
+        held += shard.parameter_count();
+        // The statistics runs point at the batch norm's running mean and variance in the shard.
+        const auto runs = shard.statistics_runs();
+        REQUIRE(runs.size() == 1);
+        CHECK(runs[0].count == statistics);
+        CHECK(bit_differences(shard.parameters().data() + runs[0].offset,
+                              whole.parameters().data() + whole.statistics_runs()[0].offset, statistics) == 0);
+      }
+      // Batch norm's 4 x 5 parameters are replicated; every other parameter has one owner.
+      long once = 0, everywhere = 0;
+      for (int c : covered) {
+        CHECK((c == 1 || c == p));
+        once += c == 1;
+        everywhere += c == p;
+      }
+      CHECK(held == n + static_cast<std::size_t>(p - 1) * 20);
+      if (p > 1) CHECK(everywhere == 20);
+      CHECK(once + (p > 1 ? everywhere : 0) == static_cast<long>(n));
+    }
+  }
+
   TEST_CASE("a Network with a shortcut stays one layer of its model") {
     using namespace reprosgd;
     const Network block({AnyLayer{Dense{6, 6}}, AnyLayer{ActivationFn{Activation::relu}}}, Shortcut::identity);
