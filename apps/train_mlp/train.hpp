@@ -396,10 +396,12 @@ int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTes
   using namespace reprosgd;
   const char* attempt = std::getenv("REPROSGD_ATTEMPT");
   const bool inject = !c.inject_failure.empty() && (!attempt || std::atoi(attempt) <= 1);
+  const FailureSchedule schedule = inject ? FailureSchedule::parse(c.inject_failure) : FailureSchedule();
+  // The set-up point: after MPI_Init, before the policy makes its communicators (its collectives
+  // are the first the other ranks enter without this one).
+  schedule.maybe_fail(world_rank(), 0, FailurePoint::setup);
   return train_on<FailureInjection<Par>, Fault>(
-      c, FailureInjection<Par>(inject ? FailureSchedule::parse(c.inject_failure) : FailureSchedule(), world_rank(),
-                               make_policy<Par>(c)),
-      std::move(model), opt, data);
+      c, FailureInjection<Par>(schedule, world_rank(), make_policy<Par>(c)), std::move(model), opt, data);
 }
 
 template <class Par, class Fault, class Model>

@@ -71,6 +71,25 @@ template <class Par>
 reprosgd::Fingerprint train_resnet(Par par) {
   return train(std::move(par), reprosgd_test::resnet<Kokkos::HostSpace>());
 }
+
+// make() trained model-parallel over every rank (and on a 2x2 grid with 4) gives its one-process
+// bits; returns this rank's shard of it.
+template <class Make>
+auto check_split(Make make) {
+  const int p = reprosgd_test::world_size();
+  INFO("ranks " << p);
+  const auto one = train(reprosgd::Serial<Host>(), make());
+  CHECK(train(reprosgd::ModelParallel<Host>(), make()) == one);
+  if (p == 4) CHECK(train(reprosgd::Hybrid<Host>(reprosgd::GridShape::parse("2x2")), make()) == one);
+  auto model = make();
+  model.shard(reprosgd_test::world_rank(), p);
+  return model;
+}
+// The output channels of this rank of a convolution of 5 in chunks of 2 (3 chunks).
+reprosgd::FeatureRange channels_of_five() {
+  return reprosgd::Conv2D{{1, 1, 1}, 5, 1, 1, 0, reprosgd::Init::he_normal, 2}.features_of(reprosgd_test::world_rank(),
+                                                                                           reprosgd_test::world_size());
+}
 }  // namespace
 
 TEST_SUITE("trainer/resnet_ranks") {
@@ -87,46 +106,22 @@ TEST_SUITE("trainer/resnet_ranks") {
                                  reprosgd_test::resnet_golden);
   }
   TEST_CASE("convolutions split by channel chunks over the model group: the one-process bits") {
-    const int p = reprosgd_test::world_size();
-    INFO("ranks " << p);
-    const auto one = train(reprosgd::Serial<Host>(), chunked_cnn<Kokkos::HostSpace>());
-    CHECK(train(reprosgd::ModelParallel<Host>(), chunked_cnn<Kokkos::HostSpace>()) == one);
-    if (p == 4)
-      CHECK(train(reprosgd::Hybrid<Host>(reprosgd::GridShape::parse("2x2")), chunked_cnn<Kokkos::HostSpace>()) == one);
     // The shard each rank holds: its channels' columns of W, then their biases (3 chunks of the
     // first convolution's 5 channels, split like Dense's feature chunks).
-    auto model = chunked_cnn<Kokkos::HostSpace>();
-    model.shard(reprosgd_test::world_rank(), p);
-    const reprosgd::FeatureRange f = model.template layer<0>().features_of(reprosgd_test::world_rank(), p);
-    CHECK(model.parameter_offset(1) == static_cast<std::size_t>(10 * f.size()));
+    const auto model = check_split(chunked_cnn<Kokkos::HostSpace>);
+    CHECK(model.parameter_offset(1) == static_cast<std::size_t>(10 * channels_of_five().size()));
   }
   TEST_CASE("convolutions and dense layers inside residual blocks split over the model group: the one-process bits") {
-    const int p = reprosgd_test::world_size();
-    INFO("ranks " << p);
-    const auto one = train(reprosgd::Serial<Host>(), chunked_resnet<Kokkos::HostSpace>());
-    CHECK(train(reprosgd::ModelParallel<Host>(), chunked_resnet<Kokkos::HostSpace>()) == one);
-    if (p == 4)
-      CHECK(train(reprosgd::Hybrid<Host>(reprosgd::GridShape::parse("2x2")), chunked_resnet<Kokkos::HostSpace>()) == one);
     // The first block's parameters on this rank: its first convolution's channels (3 chunks of
-    // 2 over 5), the batch norm's 20 (replicated), the nested block's convolution's channels.
-    auto model = chunked_resnet<Kokkos::HostSpace>();
-    model.shard(reprosgd_test::world_rank(), p);
-    const auto f = reprosgd::Conv2D{{5, 5, 4}, 5, 3, 1, 1, reprosgd::Init::he_normal, 2}.features_of(reprosgd_test::world_rank(), p);
-    CHECK(model.parameter_offset(5) - model.parameter_offset(4) == static_cast<std::size_t>(2 * 46 * f.size() + 20));
+    // 2 over 5, 46 parameters each), the batch norm's 20 (replicated), the nested block's
+    // convolution's channels.
+    const auto model = check_split(chunked_resnet<Kokkos::HostSpace>);
+    CHECK(model.parameter_offset(5) - model.parameter_offset(4) ==
+          static_cast<std::size_t>(2 * 46 * channels_of_five().size() + 20));
   }
   TEST_CASE("a network composed at run time is split the same way: its one-process bits") {
-    const int p = reprosgd_test::world_size();
-    INFO("ranks " << p);
-    const auto one = train(reprosgd::Serial<Host>(), chunked_network<Kokkos::HostSpace>());
-    CHECK(train(reprosgd::ModelParallel<Host>(), chunked_network<Kokkos::HostSpace>()) == one);
-    if (p == 4)
-      CHECK(train(reprosgd::Hybrid<Host>(reprosgd::GridShape::parse("2x2")), chunked_network<Kokkos::HostSpace>()) ==
-            one);
-    auto model = chunked_network<Kokkos::HostSpace>();
-    model.shard(reprosgd_test::world_rank(), p);
-    const reprosgd::FeatureRange f = reprosgd::Conv2D{{1, 10, 9}, 5, 3, 1, 1, reprosgd::Init::he_normal, 2}.features_of(
-        reprosgd_test::world_rank(), p);
+    const auto model = check_split(chunked_network<Kokkos::HostSpace>);
     CHECK(model.layer_count() == 10);
-    CHECK(model.parameter_offset(1) == static_cast<std::size_t>(10 * f.size()));
+    CHECK(model.parameter_offset(1) == static_cast<std::size_t>(10 * channels_of_five().size()));
   }
 }

@@ -58,7 +58,7 @@ job() {  # MODE OUT; sets pid (the launcher, a session leader)
   local mode=$1 out=$2 extra=()
   [[ $mode != data ]] && extra=(--buddy-every 5)
   setsid "$mpiexec" --oversubscribe --with-ft ulfm -n 4 "$train" --data synthetic --synthetic-train 1024 \
-    --synthetic-test 128 --layers 784,64,64,10 --epochs 60 --batch 32 --micro-batch 8 --threads 1 --seed 3 \
+    --synthetic-test 128 --layers 784,64,64,10 --epochs 40 --batch 32 --micro-batch 8 --threads 1 --seed 3 \
     --fault-tolerance shrink --parallel "$mode" "${extra[@]}" --startup-timeout "$startup" --quiet >"$out" 2>&1 &
   pid=$!
 }

@@ -13,6 +13,10 @@
 #                        and no temporary file may be left
 #     restart:SPEC       --fault-tolerance restart under scripts/relaunch.sh: the job exits 75,
 #                        is relaunched on 3 ranks, resumes from its newest checkpoint, same fingerprint
+#     setup:SPEC         SPEC kills a rank while the ranks set up (the setup point: after MPI_Init, before
+#                        the policy's communicators), under scripts/relaunch.sh with --fault-tolerance
+#                        shrink: every survivor ends promptly with exit 76 and the one line saying so,
+#                        the job is relaunched on 3 ranks and prints the failure-free fingerprint
 #     min_ranks:SPEC     --min-ranks 3 with SPEC killing two ranks: exit code 7, the message names
 #                        the lost ranks and min_ranks, and the checkpoint it wrote resumes to the
 #                        same fingerprint
@@ -180,6 +184,23 @@ case $kind in
     grep -q 'exit code 75' "$work/out" || fail "no survivor asked for a restart (exit code 75)"
     grep -q '^resumed from .* at step ' "$work/out" || fail "the relaunched job did not resume from a checkpoint"
     [[ $got == "$ref" ]] || fail "the fingerprint after restart differs from the failure-free one"
+    ;;
+  setup)
+    run_job "$work/out" bash "$relaunch" -n 4 --min-ranks 2 --attempts 3 --expect '^fingerprint ' -- \
+      "${launcher[@]}" -n '{ranks}' --with-ft ulfm "$exe" "${ft_args[@]}" --fault-tolerance shrink --inject-failure "$spec"
+    rc=$?
+    check_leftovers
+    got=$(grep '^fingerprint ' "$work/out" | tail -n 1)
+    echo "relaunch status $rc; $got"
+    ((rc == 0)) || fail "the relaunched job did not succeed"
+    # The survivors' lines may interleave: count the messages, not the lines.
+    n=$(grep -oF "a process of the job failed while the ranks were setting up" "$work/out" | wc -l)
+    ((n == 3)) || fail "expected the set-up failure line from each of the 3 survivors, got it $n times"
+    grep -q 'relaunch.sh: attempt 2 of 3 on 3 ranks' "$work/out" || fail "the job was not relaunched on 3 ranks"
+    grep -q 'relaunch.sh: attempt 3 ' "$work/out" && fail "a third attempt was needed"
+    [[ $got == "$ref" ]] || fail "the relaunched job's fingerprint differs from the failure-free one"
+    n=$(grep -c '"event":"step"' "$metrics")
+    [[ $n == 30 ]] || fail "expected one metrics line per step (30) from the relaunched job, got $n"
     ;;
   lost_together)
     run_job "$work/first" "${launcher[@]}" -n 4 --with-ft ulfm "$exe" "${ft_args[@]}" --quiet --fault-tolerance shrink \

@@ -20,14 +20,17 @@ enum class FailurePoint {
   step,        ///< at the start of the step, before any collective
   allreduce,   ///< inside the gradient exchange (after the block-exponent MAX, before the sums travel)
   checkpoint,  ///< while a checkpoint is being written
+  setup,       ///< while the ranks set up, after MPI_Init and before the policy's first collective
+               ///< (train_mlp reaches it once, as step 0, before it makes the policy's communicators)
 };
 
-/// The spelling of a point in a schedule ("step", "allreduce", "checkpoint").
+/// The spelling of a point in a schedule ("step", "allreduce", "checkpoint", "setup").
 constexpr const char* to_string(FailurePoint p) noexcept {
   switch (p) {
     case FailurePoint::step: return "step";
     case FailurePoint::allreduce: return "allreduce";
     case FailurePoint::checkpoint: return "checkpoint";
+    case FailurePoint::setup: return "setup";
   }
   return "unknown";
 }

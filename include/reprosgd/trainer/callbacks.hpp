@@ -9,7 +9,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 #include <unistd.h>
 
@@ -160,9 +162,12 @@ class ProgressReporter {
 
 /**
  * Writes one JSON object per step, per epoch and per recovered failure to a file, on rank 0 only,
- * each line flushed when written. When rank 0 is lost, the survivor that becomes rank 0 reopens the
- * file for appending and continues it (on a file system all ranks share): the lines of completed
- * steps are then all there, once each. @throws io_error
+ * each line flushed when written. When rank 0 is lost, the survivor that becomes rank 0 takes over
+ * the file (on a file system all ranks share): rank 0 may have died after every rank completed a
+ * step but before it wrote that step's line, so every rank keeps its last lines (the same ones:
+ * the metrics are agreed), and the new writer reads the file's last whole line, drops a torn one
+ * after it, and writes the lines that follow it before the failure's. The lines of completed steps
+ * are then all there, once each, in order. @throws io_error
  */
 class JsonLinesWriter {
  public:
@@ -176,33 +181,31 @@ class JsonLinesWriter {
   }
 
   bool on_step_end(const StepMetrics& m) {
-    if (f_)
-      std::fprintf(f_,
-                   "{\"event\":\"step\",\"step\":%llu,\"epoch\":%llu,\"loss\":%s,\"accuracy\":%s,\"lr\":%s,"
-                   "\"wall_time\":%.6f}\n",
-                   static_cast<unsigned long long>(m.step), static_cast<unsigned long long>(m.epoch),
-                   detail::json_number(m.loss).c_str(), detail::json_number(m.accuracy).c_str(),
-                   detail::json_number(m.lr).c_str(), detail::wall_time());
-    if (f_) std::fflush(f_);
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "{\"event\":\"step\",\"step\":%llu,\"epoch\":%llu,\"loss\":%s,\"accuracy\":%s,\"lr\":%s,"
+                  "\"wall_time\":%.6f}\n",
+                  static_cast<unsigned long long>(m.step), static_cast<unsigned long long>(m.epoch),
+                  detail::json_number(m.loss).c_str(), detail::json_number(m.accuracy).c_str(),
+                  detail::json_number(m.lr).c_str(), detail::wall_time());
+    emit(line_order(m.step, kind_step), line);
     return false;
   }
   bool on_epoch_end(const EpochMetrics& m) {
-    if (!f_) return false;
-    std::fprintf(f_, "{\"event\":\"epoch\",\"epoch\":%llu,\"step\":%llu,\"train_loss\":%s,\"train_accuracy\":%s",
-                 static_cast<unsigned long long>(m.epoch), static_cast<unsigned long long>(m.step),
-                 detail::json_number(m.train_loss).c_str(), detail::json_number(m.train_accuracy).c_str());
+    std::string line = "{\"event\":\"epoch\",\"epoch\":" + std::to_string(m.epoch) + ",\"step\":" + std::to_string(m.step) +
+                       ",\"train_loss\":" + detail::json_number(m.train_loss) +
+                       ",\"train_accuracy\":" + detail::json_number(m.train_accuracy);
     if (m.evaluated)
-      std::fprintf(f_, ",\"test_loss\":%s,\"test_accuracy\":%s", detail::json_number(m.test.loss).c_str(),
-                   detail::json_number(m.test.accuracy).c_str());
+      line += ",\"test_loss\":" + detail::json_number(m.test.loss) + ",\"test_accuracy\":" + detail::json_number(m.test.accuracy);
     if (m.evaluated && m.test.regression)
-      std::fprintf(f_, ",\"test_rmse\":%s,\"test_r2\":%s", detail::json_number(m.test.rmse).c_str(),
-                   detail::json_number(m.test.r2).c_str());
-    std::fprintf(f_, ",\"seconds\":%s}\n", detail::json_number(m.seconds).c_str());
-    std::fflush(f_);
+      line += ",\"test_rmse\":" + detail::json_number(m.test.rmse) + ",\"test_r2\":" + detail::json_number(m.test.r2);
+    line += ",\"seconds\":" + detail::json_number(m.seconds) + "}\n";
+    // m.step counts the steps completed: the epoch's line follows its last step's (m.step - 1).
+    emit(line_order(m.step > 0 ? m.step - 1 : 0, kind_epoch), line);
     return false;
   }
   void on_failure(const FailureEvent& e) {
-    if (e.new_rank == 0 && !f_) open("a");
+    if (e.new_rank == 0 && !f_) take_over();
     if (!f_) return;
     std::fprintf(f_,
                  "{\"event\":\"failure\",\"step\":%llu,\"lost_ranks\":[%s],\"old_size\":%d,\"new_size\":%d,"
@@ -213,7 +216,75 @@ class JsonLinesWriter {
     std::fflush(f_);
   }
 
+  /// The lines every rank keeps for a takeover: more than a lost writer can be behind (it writes
+  /// each line before its rank can join the next step's collectives, so at most a step and its epoch).
+  static constexpr std::size_t kept_lines = 8;
+
  private:
+  // Lines in file order: a failure's line (its step was redone) comes before that step's line,
+  // which comes before the line of the epoch it ends.
+  static constexpr unsigned kind_failure = 0, kind_step = 1, kind_epoch = 2;
+  static std::uint64_t line_order(std::uint64_t step, unsigned kind) { return step * 3 + kind; }
+
+  void emit(std::uint64_t order, const std::string& line) {
+    if (f_) {
+      std::fputs(line.c_str(), f_);
+      std::fflush(f_);
+    }
+    if (recent_.size() == kept_lines) recent_.erase(recent_.begin());
+    recent_.push_back({order, line});
+  }
+  // The order of a line this writer writes (-1: not one of them, e.g. a user's).
+  static long long order_of(const std::string& line) {
+    const auto number = [&](const char* key) -> long long {
+      const auto at = line.find(key);
+      if (at == std::string::npos) return -1;
+      long long v = 0;
+      std::size_t i = at + std::strlen(key);
+      if (i >= line.size() || line[i] < '0' || line[i] > '9') return -1;
+      for (; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i) v = v * 10 + (line[i] - '0');
+      return v;
+    };
+    const long long step = number("\"step\":");
+    if (step < 0) return -1;
+    const auto s = static_cast<std::uint64_t>(step);
+    if (line.rfind("{\"event\":\"step\"", 0) == 0) return static_cast<long long>(line_order(s, kind_step));
+    if (line.rfind("{\"event\":\"epoch\"", 0) == 0 && s > 0) return static_cast<long long>(line_order(s - 1, kind_epoch));
+    if (line.rfind("{\"event\":\"failure\"", 0) == 0) return static_cast<long long>(line_order(s, kind_failure));
+    return -1;
+  }
+  // This rank becomes the writer: keep the file up to its last whole line, then write the kept
+  // lines that come after that line.
+  void take_over() {
+    if (path_.empty()) return;
+    long long last = -1;  // the order of the file's last whole line (-1: none, or not one of ours)
+    if (std::FILE* f = std::fopen(path_.c_str(), "r+")) {  // else the lost writer never created it
+      std::string tail;
+      long size = 0;
+      if (std::fseek(f, 0, SEEK_END) == 0) size = std::ftell(f);
+      const long from = size > 65536 ? size - 65536 : 0;
+      tail.resize(static_cast<std::size_t>(size - from));
+      const bool read = std::fseek(f, from, SEEK_SET) == 0 && std::fread(tail.data(), 1, tail.size(), f) == tail.size();
+      std::fclose(f);
+      if (!read) throw io_error("reprosgd::JsonLinesWriter: cannot read " + path_ + ": " + std::strerror(errno));
+      const auto end = tail.rfind('\n');
+      const long whole = end == std::string::npos ? from : from + static_cast<long>(end) + 1;
+      if (whole < size && ::truncate(path_.c_str(), whole) != 0)  // a line torn by the writer's death
+        throw io_error("reprosgd::JsonLinesWriter: cannot truncate " + path_ + ": " + std::strerror(errno));
+      if (end != std::string::npos) {
+        std::size_t begin = 0;
+        if (end > 0) {
+          const auto previous = tail.rfind('\n', end - 1);
+          begin = previous == std::string::npos ? 0 : previous + 1;
+        }
+        last = order_of(tail.substr(begin, end - begin));
+      }
+    }
+    open("a");
+    for (const auto& [order, line] : recent_)
+      if (static_cast<long long>(order) > last) std::fputs(line.c_str(), f_);
+    std::fflush(f_);
+  }
   void open(const char* mode) {
     if (path_.empty()) return;
     f_ = std::fopen(path_.c_str(), mode);
@@ -222,6 +293,7 @@ class JsonLinesWriter {
 
   std::string path_;
   std::FILE* f_ = nullptr;
+  std::vector<std::pair<std::uint64_t, std::string>> recent_;  // the last kept_lines lines, on every rank
 };
 
 static_assert(Callback<ProgressReporter> && Callback<JsonLinesWriter>);

@@ -31,7 +31,7 @@ std::string parse_error(const std::string& spec) {
 
 std::string expected_error(const std::string& problem, const std::string& token, const std::string& spec) {
   return "reprosgd::FailureSchedule::parse: " + problem + " in entry \"" + token + "\" of \"" + spec +
-         "\" (expected RANK@STEP[:step|allreduce|checkpoint], e.g. 2@17:allreduce)";
+         "\" (expected RANK@STEP[:step|allreduce|checkpoint|setup], e.g. 2@17:allreduce)";
 }
 
 /// Run maybe_fail in a child process; its wait status.
@@ -64,6 +64,12 @@ TEST_CASE("FailureSchedule::parse reads ranks, steps and points") {
   CHECK(s.scheduled(3, 0, FailurePoint::step));
   CHECK(FailureSchedule::parse("").empty());
   CHECK(FailureSchedule::parse("7@3").failures() == std::vector<ScheduledFailure>{{7, 3, FailurePoint::step}});
+  // The set-up point (train_mlp: after MPI_Init, before the policy's communicators; step 0).
+  const FailureSchedule setup = FailureSchedule::parse("2@0:setup");
+  CHECK(setup.failures() == std::vector<ScheduledFailure>{{2, 0, FailurePoint::setup}});
+  CHECK(setup.scheduled(2, 0, FailurePoint::setup));
+  CHECK_FALSE(setup.scheduled(2, 0, FailurePoint::step));
+  CHECK(std::string(reprosgd::to_string(FailurePoint::setup)) == "setup");
 }
 
 TEST_CASE("FailureSchedule::parse names the bad entry exactly") {
@@ -102,8 +108,8 @@ TEST_CASE("FailureSchedule::maybe_fail kills the process with SIGKILL exactly wh
   }
   s.maybe_fail(0, 0, "checkpoint");  // not scheduled: returns
   CHECK_THROWS_WITH_AS(s.maybe_fail(0, 0, "reduce"),
-                       "reprosgd::FailureSchedule::maybe_fail: unknown point \"reduce\" (expected step, allreduce or "
-                       "checkpoint)",
+                       "reprosgd::FailureSchedule::maybe_fail: unknown point \"reduce\" (expected step, allreduce, "
+                       "checkpoint or setup)",
                        reprosgd::config_error);
 }
 
