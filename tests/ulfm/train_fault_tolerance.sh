@@ -193,9 +193,12 @@ case $kind in
     got=$(grep '^fingerprint ' "$work/out" | tail -n 1)
     echo "relaunch status $rc; $got"
     ((rc == 0)) || fail "the relaunched job did not succeed"
-    # The survivors' lines may interleave: count the messages, not the lines.
+    # A survivor that sees the failure exits 76 at once; the launcher may then end the survivors still
+    # waiting in their set-up collective before they print (CI saw 2 of 3 lines once). So: at least one
+    # survivor's line, no survivor reporting anything else, and the relaunch that 76 asks for.
     n=$(grep -oF "a process of the job failed while the ranks were setting up" "$work/out" | wc -l)
-    ((n == 3)) || fail "expected the set-up failure line from each of the 3 survivors, got it $n times"
+    ((n >= 1 && n <= 3)) || fail "expected the set-up failure line from 1 to 3 survivors, got it $n times"
+    grep -q '^train_mlp: error:' "$work/out" && fail "a survivor reported an error instead of the set-up failure"
     grep -q 'relaunch.sh: attempt 2 of 3 on 3 ranks' "$work/out" || fail "the job was not relaunched on 3 ranks"
     grep -q 'relaunch.sh: attempt 3 ' "$work/out" && fail "a third attempt was needed"
     [[ $got == "$ref" ]] || fail "the relaunched job's fingerprint differs from the failure-free one"
