@@ -128,7 +128,8 @@ if [ $variants = 1 ]; then
   # second variant (CI time). scripts/device_check.sh runs this build on a GPU. With MPI like the
   # main build: DataParallel on the device (the exact reduction's integers staged through host
   # buffers unless the MPI is CUDA-aware); the device check carries that MPI and trains on 2 ranks
-  # sharing the GPU. Its train_mlp has the data-parallel policies only (what the device check runs):
+  # sharing the GPU. Its train_mlp has the data-parallel policies on the device only (what the
+  # device check runs; its CPU fingerprints come from the main build; Serial's cost nvcc 1.5 CPU-minutes):
   # the host-only model and ULFM policies took nvcc 7 CPU-minutes of CI's time, and unit_trainer's
   # fiber tests still instantiate the model-parallel machinery against Kokkos 4.6.1 (in the Kokkos 4
   # variant: here, as in the HIP variant, only the test files that run on the device are compiled,
@@ -144,7 +145,8 @@ if [ $variants = 1 ]; then
       "-O2" -DKokkos_ROOT="$kokkos_cuda" -DCUDAToolkit_ROOT="$cuda_toolkit" \
       "${mpi_flags[@]}" -DREPROSGD_VARIANT_BUILD=ON -DREPROSGD_VARIANT_AREAS=all -DREPROSGD_BUILD_BENCH=OFF \
       -DREPROSGD_VARIANT_DEVICE_TESTS_ONLY=ON \
-      -DREPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY=ON -DREPROSGD_TRAIN_MLP_MODEL_SPEC=OFF -- "${cuda_targets[@]}"
+      -DREPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY=ON -DREPROSGD_TRAIN_MLP_MODEL_SPEC=OFF \
+      -DREPROSGD_TRAIN_MLP_HOST_BACKENDS=OFF -- "${cuda_targets[@]}"
   else
     cuda_missing="no Kokkos 4.6.1 with CUDA in $kokkos_cuda (scripts/setup_cuda.sh builds it when it can download the CUDA 12.4 toolkit and ../shared/deps has the Kokkos 4.6.1 source)"
   fi

@@ -278,6 +278,7 @@ int run(Config c) {  // a copy: standardize() adds the statistics it computed
   if (c.parallel != "data") return with_model_parallel(c, data);
   if (c.fault_tolerance != "abort") return with_fault_tolerance(c, data);
 #endif
+#if REPROSGD_TRAIN_MLP_HOST_BACKENDS
 #if defined(KOKKOS_ENABLE_SERIAL)
   if (c.backend == "serial") return with_space<Kokkos::Serial>(c, data);
 #endif
@@ -286,6 +287,12 @@ int run(Config c) {  // a copy: standardize() adds the statistics it computed
 #endif
 #if defined(KOKKOS_ENABLE_THREADS)
   if (c.backend == "threads" || c.backend == "default") return with_space<Kokkos::Threads>(c, data);
+#endif
+#else
+  if (c.backend != "cuda")
+    throw config_error("train_mlp: --backend " + c.backend +
+                       " is not built into this train_mlp (REPROSGD_TRAIN_MLP_HOST_BACKENDS off, a device "
+                       "variant build: it runs --backend cuda)");
 #endif
 #if defined(KOKKOS_ENABLE_CUDA)
   if (c.backend == "cuda") {

@@ -475,6 +475,7 @@ using DataPolicy = reprosgd::Serial<Space, Red>;
 // the build has): it is there to show what Exact prevents, and one instantiation of it is enough.
 template <class Space>
 inline constexpr bool has_native = std::is_same_v<Space, Kokkos::DefaultHostExecutionSpace>;
+#if REPROSGD_TRAIN_MLP_HOST_BACKENDS
 #if defined(KOKKOS_ENABLE_SERIAL)
 extern template int with_policy<DataPolicy<Kokkos::Serial, reprosgd::Exact>>(const Config&, const Data&);  // policies_serial.cpp
 #if !defined(KOKKOS_ENABLE_OPENMP) && !defined(KOKKOS_ENABLE_THREADS)
@@ -489,6 +490,7 @@ extern template int with_policy<DataPolicy<Kokkos::OpenMP, reprosgd::Native>>(co
 extern template int with_policy<DataPolicy<Kokkos::Threads, reprosgd::Exact>>(const Config&, const Data&);  // policies_threads.cpp
 #if !defined(KOKKOS_ENABLE_OPENMP)
 extern template int with_policy<DataPolicy<Kokkos::Threads, reprosgd::Native>>(const Config&, const Data&);
+#endif
 #endif
 #endif
 #if defined(KOKKOS_ENABLE_CUDA)
