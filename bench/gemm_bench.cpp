@@ -84,6 +84,7 @@ std::pair<double, double> time_call(const Options& opt, F&& f, Fence&& fence) {
 
 template <class Space>
 void run_case(const Options& opt, const Case& cs, int threads, const std::string& device) {
+  const std::string kernel = reprosgd::host_gemm_kernel_name();
   const int ar = cs.op == gemm_op::tn ? cs.k : cs.m, ac = cs.op == gemm_op::tn ? cs.m : cs.k;
   const int br = cs.op == gemm_op::nt ? cs.n : cs.k, bc = cs.op == gemm_op::nt ? cs.k : cs.n;
   using matrix = Kokkos::View<float**, Kokkos::LayoutRight, typename Space::memory_space>;
@@ -143,9 +144,9 @@ void run_case(const Options& opt, const Case& cs, int threads, const std::string
   std::printf(
       "{\"bench\":\"gemm\",\"op\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"threads\":%d,\"gflops\":%.2f,"
       "\"openblas_gflops\":%.2f,\"ratio\":%.3f,\"ratio_paired\":%.3f,\"gflops_best\":%.2f,\"openblas_gflops_best\":%.2f,"
-      "\"backend\":\"%s\",\"repeats\":%d,\"ranks\":1,\"openblas_core\":\"%s\",\"device\":\"%s\",\"git\":\"%s\"}\n",
+      "\"backend\":\"%s\",\"repeats\":%d,\"ranks\":1,\"openblas_core\":\"%s\",\"kernel\":\"%s\",\"device\":\"%s\",\"git\":\"%s\"}\n",
       op_name(cs.op), cs.m, cs.n, cs.k, threads, g, gb, g / gb, pair_ratios[pair_ratios.size() / 2], flop / best_ours * 1e-9, flop / best_blas * 1e-9,
-      Space::name(), opt.repeats, openblas_get_corename(), device.c_str(), REPROSGD_GIT_SHA);
+      Space::name(), opt.repeats, openblas_get_corename(), kernel.c_str(), device.c_str(), REPROSGD_GIT_SHA);
   std::fflush(stdout);
 }
 

@@ -80,7 +80,7 @@ def main(argv):
     for dirpath, dirs, files in os.walk(root):
         dirs.sort()
         for f in sorted(files):
-            if not f.endswith((".hpp", ".h")):
+            if not f.endswith((".hpp", ".h", ".ipp")):  # .ipp: a body included once per instruction set
                 continue
             path = os.path.join(dirpath, f)
             rel = os.path.relpath(path, root).replace(os.sep, "/")

@@ -11,7 +11,7 @@
 # length L; then N trials kill one random rank (rank 0 included) at a uniform instant in [0, 1.2 L],
 # and --double more trials kill two random ranks 0-50 ms apart. Each trial is one of
 #   ok        finished with the reference fingerprint (the kill may have come after the end)
-#   startup   ended during MPI's start-up with exit 76 and every survivor's one line (relaunchable):
+#   startup   ended during MPI's start-up with exit 76 and a survivor's one line (relaunchable):
 #             inside MPI_Init (the watchdog), or in the set-up collectives after it (the policy's
 #             MPI_Comm_dup or split: "failed while the ranks were setting up")
 #   policy    ended with exit 7 and one of the documented errors of model and hybrid parallelism:
@@ -54,12 +54,14 @@ RANDOM=$seed
 
 now_ms() { date +%s%3N; }
 # The job: 4 ranks, shrink, small enough that a trial takes a few seconds on 2 cores.
-job() {  # MODE OUT; sets pid (the launcher, a session leader)
-  local mode=$1 out=$2 extra=()
+# The failure-free run gets a 30 s start-up deadline (a slow start there is no trial); the trials get
+# --startup-timeout, which is what a kill inside MPI_Init costs them.
+job() {  # MODE OUT STARTUP_TIMEOUT; sets pid (the launcher, a session leader)
+  local mode=$1 out=$2 init_deadline=$3 extra=()
   [[ $mode != data ]] && extra=(--buddy-every 5)
   setsid "$mpiexec" --oversubscribe --with-ft ulfm -n 4 "$train" --data synthetic --synthetic-train 1024 \
     --synthetic-test 128 --layers 784,64,64,10 --epochs 40 --batch 32 --micro-batch 8 --threads 1 --seed 3 \
-    --fault-tolerance shrink --parallel "$mode" "${extra[@]}" --startup-timeout "$startup" --quiet >"$out" 2>&1 &
+    --fault-tolerance shrink --parallel "$mode" "${extra[@]}" --startup-timeout "$init_deadline" --quiet >"$out" 2>&1 &
   pid=$!
 }
 # PIDs of the job's ranks by MPI_COMM_WORLD rank ("rank pid" lines), read from their environment.
@@ -79,7 +81,7 @@ bad=0
 declare -A count
 for mode in ${modes//,/ }; do
   t0=$(now_ms)
-  job "$mode" "$tmp/ref"
+  job "$mode" "$tmp/ref" 30
   wait "$pid"; rc=$?
   length=$(($(now_ms) - t0))
   ref=$(sed -n 's/^fingerprint //p' "$tmp/ref")
@@ -93,7 +95,7 @@ for mode in ${modes//,/ }; do
     gap=$((RANDOM % 51))
     pick=$RANDOM pick2=$RANDOM
     t0=$(now_ms)
-    job "$mode" "$tmp/out"
+    job "$mode" "$tmp/out" "$startup"
     sid=$pid  # setsid made the launcher a session leader
     sleep "$(awk -v d="$delay" 'BEGIN { print d / 1000 }')"
     victims=

@@ -132,11 +132,13 @@ struct GemmHostTileFunctor {
 
 template <class ExecSpace>
 void gemm_host_run(const ExecSpace& space, const gemm_host::Operand& a, const gemm_host::Operand& b, float* c,
-                   std::ptrdiff_t ldc, int m, int n, int k, int plan_threads = 0, const float* bias = nullptr) {
+                   std::ptrdiff_t ldc, int m, int n, int k, int plan_threads = 0, const float* bias = nullptr,
+                   gemm_host::Isa isa = gemm_host::best_isa()) {
   if (m == 0 || n == 0) return;
-  // plan_threads (tests only) plans the tiles for another thread count than the instance's.
+  // plan_threads and isa (tests and benchmarks) plan the tiles for another thread count than the
+  // instance's, and for another kernel than the fastest this CPU runs.
   const gemm_host::Plan plan =
-      gemm_host::make_plan(m, n, k, plan_threads > 0 ? plan_threads : concurrency(space));
+      gemm_host::make_plan(isa, m, n, k, plan_threads > 0 ? plan_threads : concurrency(space));
   const std::size_t bytes = plan.buffer_floats() * sizeof(float);
   using policy = Kokkos::TeamPolicy<ExecSpace>;
   Kokkos::parallel_for("reprosgd::gemm(host)",
@@ -274,9 +276,11 @@ void gemm_nt(const AV& a, const BV& b, const CV& c) {
   gemm_nt(typename CV::execution_space(), a, b, c);
 }
 
-/// The GEMM kernel host execution spaces run in this build, e.g. "avx2, 8 lanes, 6x16 micro-tile,
-/// FMA instructions" (the packed, register-blocked kernel) or "portable loop" (compilers without
-/// GCC/Clang vector extensions). Every kernel gives the same bits; this says which one is fast here.
+/// The GEMM kernel host execution spaces run in this process, e.g. "avx2, 8 lanes, 6x16 micro-tile,
+/// FMA instructions" (the packed, register-blocked kernel), followed by " (chosen at run time; the
+/// build's own: sse2, ...)" when the CPU runs a wider kernel than the build's flags assume, or
+/// "portable loop" (compilers without GCC/Clang vector extensions). Every kernel gives the same
+/// bits; this says which one is fast here.
 inline std::string host_gemm_kernel_name() {
 #if REPROSGD_IMPL_GEMM_HOST_KERNEL
   return detail::gemm_host::kernel_name();

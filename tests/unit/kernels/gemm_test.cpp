@@ -111,6 +111,35 @@ void shared_tiles(const Space& space, const AV& a, const BV& b, const CV& c, Sha
 
 const char* op_name(gemm_op op) { return op == gemm_op::nn ? "nn" : op == gemm_op::tn ? "tn" : "nt"; }
 
+// Every host kernel this build has and this CPU runs (the build's own instruction set's, and the
+// AVX2 and AVX-512 ones a build for a lower set chooses at run time), called directly: not only the
+// one the public entry point picks. `threads` > 0 forces that thread count's plan.
+template <gemm_op Op, class Space, class AV, class BV, class CV>
+void check_every_host_kernel(const Space& space, const AV& a, const BV& b, const CV& c, Shape s, const float* bias,
+                             const host_matrix& expected, int threads = 0) {
+#if REPROSGD_IMPL_GEMM_HOST_KERNEL
+  if constexpr (reprosgd::detail::is_host_space_v<Space>) {
+    namespace gh = reprosgd::detail::gemm_host;
+    const auto lda = static_cast<std::ptrdiff_t>(a.stride(0)), ldb = static_cast<std::ptrdiff_t>(b.stride(0));
+    const gh::Operand ao = Op == gemm_op::tn ? gh::Operand{a.data(), 1, lda} : gh::Operand{a.data(), lda, 1};
+    const gh::Operand bo = Op == gemm_op::nt ? gh::Operand{b.data(), 1, ldb} : gh::Operand{b.data(), ldb, 1};
+    host_matrix got("got", s.m, s.n);
+    for (const gh::Isa isa : gh::isas_here()) {
+      const std::string kernel = gh::kernel_name(isa);
+      CAPTURE(kernel);
+      Kokkos::deep_copy(c, std::nanf(""));
+      reprosgd::detail::gemm_host_run(space, ao, bo, c.data(), static_cast<std::ptrdiff_t>(c.stride(0)), s.m, s.n,
+                                      s.k, threads, bias, isa);
+      space.fence();
+      Kokkos::deep_copy(got, c);
+      CHECK(bit_differences(got, expected) == 0);
+    }
+  }
+#else
+  (void)space, (void)a, (void)b, (void)c, (void)s, (void)bias, (void)expected, (void)threads;
+#endif
+}
+
 // Runs the public entry point and the portable kernel on Space and compares both, bit for bit,
 // with the reference. C starts as NaN so that an element that is not written is caught.
 template <gemm_op Op, class Space>
@@ -143,6 +172,8 @@ void check_against_reference(Shape s, std::uint64_t seed) {
   space.fence();
   Kokkos::deep_copy(got, c);
   CHECK(bit_differences(got, expected) == 0);
+
+  check_every_host_kernel<Op>(space, a, b, c, s, nullptr, expected);
 
   // The device kernel (shared-memory tiles): on a host space with one-thread teams, each thread
   // holding all 256 micro tiles, so its tiling and bounds are checked without a GPU.
@@ -241,7 +272,8 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_nn_bias gives the bits of gemm_nn followed by th
   // The reference: the scalar sum, then one rounded add of b(j). Shapes cover partial row and
   // column strips, several K blocks, K = 0 (+0 + b) and the Dense forward shapes.
   std::uint64_t seed = 500;
-  const Shape shapes[] = {{1, 1, 1},     {13, 17, 19},  {4, 6, 0},     {7, 33, 1},   {25, 47, 300},
+  // {40, 3, 0} and {128, 10, 512} are computed transposed: the bias is added as C^T is written back.
+  const Shape shapes[] = {{1, 1, 1},     {13, 17, 19},  {4, 6, 0},     {40, 3, 0},   {7, 33, 1},   {25, 47, 300},
                           {31, 9, 1000}, {49, 130, 257}, {128, 512, 784}, {128, 512, 512}, {128, 10, 512},
                           {16, 512, 784}, {32, 10, 512}};
   for (const Shape s : shapes) {
@@ -278,19 +310,10 @@ TEST_CASE_TEMPLATE_DEFINE("gemm_nn_bias gives the bits of gemm_nn followed by th
     space.fence();
     Kokkos::deep_copy(got, c);
     CHECK(bit_differences(got, expected) == 0);
-#if REPROSGD_IMPL_GEMM_HOST_KERNEL
-    if constexpr (reprosgd::detail::is_host_space_v<Space>) {
-      const reprosgd::detail::gemm_host::Operand ao{a.data(), s.k, 1}, bo{b.data(), s.n, 1};
-      for (const int threads : {2, 3, 5, 8}) {
-        CAPTURE(threads);
-        Kokkos::deep_copy(c, std::nanf(""));
-        reprosgd::detail::gemm_host_run(space, ao, bo, c.data(), s.n, s.m, s.n, s.k, threads, bias.data());
-        space.fence();
-        Kokkos::deep_copy(got, c);
-        CHECK(bit_differences(got, expected) == 0);
-      }
+    for (const int threads : {1, 2, 3, 5, 8}) {
+      CAPTURE(threads);
+      check_every_host_kernel<gemm_op::nn>(space, a, b, c, s, bias.data(), expected, threads);
     }
-#endif
   }
   host_matrix a("a", 4, 5), b("b", 5, 6), c("c", 4, 6);
   Kokkos::View<float*, Kokkos::HostSpace> short_bias("short_bias", 5);
@@ -313,15 +336,9 @@ TEST_CASE_TEMPLATE_DEFINE("the result does not depend on the thread count or the
   matrix<Space> a("a", m, k), b("b", k, n), c("c", m, n);
   Kokkos::deep_copy(a, ha);
   Kokkos::deep_copy(b, hb);
-  host_matrix got("got", m, n);
-  const reprosgd::detail::gemm_host::Operand ao{a.data(), k, 1}, bo{b.data(), n, 1};
   for (const int threads : {1, 2, 3, 5, 8}) {
     CAPTURE(threads);
-    Kokkos::deep_copy(c, std::nanf(""));
-    reprosgd::detail::gemm_host_run(space, ao, bo, c.data(), n, m, n, k, threads);
-    space.fence();
-    Kokkos::deep_copy(got, c);
-    CHECK(bit_differences(got, expected) == 0);
+    check_every_host_kernel<gemm_op::nn>(space, a, b, c, {m, n, k}, nullptr, expected, threads);
   }
 }
 TEST_CASE_TEMPLATE_APPLY(gemm_threads_test, reprosgd_test::host_spaces);
@@ -415,36 +432,30 @@ TEST_CASE("unmanaged views, subviews and the default-instance overloads") {
   CHECK(bit_differences(t_c, reference<gemm_op::nt>(ca, cbt, m, n, k)) == 0);
 }
 
-#if defined(REPROSGD_IMPL_GEMM_FMA_CLONE)
-// Only in builds without FMA instructions (the -O2 variant): the kernel body with fmaf per lane (a
-// library call, the path of a CPU without FMA) and the clone compiled for the FMA extension (taken
-// on this CPU) must give the bits of the scalar reference, for every row count.
-template <int Rows>
-void check_fma_clone_rows() {
+#if REPROSGD_IMPL_GEMM_HOST_KERNEL
+TEST_CASE("a narrow C is computed transposed, a wide one as it is, by every kernel") {
+  // The output layer's shapes (N = 10) fill a third of an AVX-512 micro-tile's columns at best; the
+  // plan computes C^T there (its rows fill 10 of 12). The bits are the reference's either way (the
+  // shapes of the tests above include these); this pins which path those tests exercise.
   namespace gh = reprosgd::detail::gemm_host;
-  const int kc = 203;
-  InputGenerator g(Rows);
-  std::vector<float> ap(static_cast<std::size_t>(gh::mr) * kc), bp(static_cast<std::size_t>(gh::nr) * kc);
-  for (float& x : ap) x = g.next();
-  for (float& x : bp) x = g.next();
-  host_matrix body("body", gh::mr, gh::nr), clone("clone", gh::mr, gh::nr);
-  Kokkos::deep_copy(body, 1.0f);  // rows past Rows are not written
-  Kokkos::deep_copy(clone, 1.0f);
-  gh::micro_kernel_body<true, Rows>(kc, ap.data(), 1, gh::mr, bp.data(), body.data(), gh::nr, true, nullptr);
-  gh::micro_kernel_fma<true, Rows>(kc, ap.data(), 1, gh::mr, bp.data(), clone.data(), gh::nr, true, nullptr);
-  // The packed panels are A^T (kc x mr) and B (kc x nr): the scalar loop of gemm_tn.
-  host_matrix want = reference<gemm_op::tn>(host_matrix(ap.data(), kc, gh::mr), host_matrix(bp.data(), kc, gh::nr),
-                                            gh::mr, gh::nr, kc);
-  for (int r = Rows; r < gh::mr; ++r)
-    for (int j = 0; j < gh::nr; ++j) want(r, j) = 1.0f;
-  const std::size_t differences = bit_differences(body, want) + bit_differences(clone, want);
-  CHECK_MESSAGE(differences == 0, Rows, " rows");
-}
-
-TEST_CASE("without FMA in the build: the library fmaf path and the FMA clone give the reference bits") {
-  [&]<std::size_t... R>(std::index_sequence<R...>) {
-    (check_fma_clone_rows<static_cast<int>(R) + 1>(), ...);
-  }(std::make_index_sequence<reprosgd::detail::gemm_host::mr>{});
+  for (const gh::Isa isa : gh::isas_here()) {
+    const std::string kernel = gh::kernel_name(isa);
+    CAPTURE(kernel);
+    CHECK(gh::make_plan(isa, 128, 10, 512, 1).transposed);
+    CHECK(gh::make_plan(isa, 512, 10, 128, 2).transposed);
+    CHECK(gh::make_plan(isa, 32, 10, 512, 1).transposed);
+    CHECK(gh::make_plan(isa, 100, 1, 70, 1).transposed);
+    CHECK(gh::make_plan(isa, 40, 3, 0, 1).transposed);
+    CHECK_FALSE(gh::make_plan(isa, 128, 512, 784, 1).transposed);
+    CHECK_FALSE(gh::make_plan(isa, 128, 512, 10, 1).transposed);
+    CHECK_FALSE(gh::make_plan(isa, 10, 128, 512, 1).transposed);
+    CHECK_FALSE(gh::make_plan(isa, 0, 10, 5, 1).transposed);
+    const gh::Plan p = gh::make_plan(isa, 128, 10, 512, 2);
+    CHECK(p.m == 10);  // C^T's rows
+    CHECK(p.n == 128);
+    CHECK(p.buffer_floats() >= p.packing_floats() + static_cast<std::size_t>(p.max_strips_m * p.mr) *
+                                                        static_cast<std::size_t>(p.max_strips_n * p.nr));
+  }
 }
 #endif
 
@@ -497,33 +508,56 @@ TEST_CASE("shape errors name the operation and both shapes") {
 
 }  // TEST_SUITE
 
-TEST_CASE("host_gemm_kernel_name names the instruction set, vector width and micro-tile compiled in") {
+TEST_CASE("host_gemm_kernel_name names the kernel this CPU runs, chosen at run time where wider than the build's") {
   const std::string name = reprosgd::host_gemm_kernel_name();
   MESSAGE("host GEMM kernel: ", name);
 #if REPROSGD_IMPL_GEMM_HOST_KERNEL
   namespace g = reprosgd::detail::gemm_host;
+  // The build's own kernel: the translation unit's instruction set.
 #if defined(__AVX512F__)
-  const std::string isa = "avx512f";
-#elif defined(__AVX2__)
-  const std::string isa = "avx2";
+  const std::string own = "avx512f, 16 lanes, 12x32 micro-tile, FMA instructions";
+#elif defined(__AVX2__) && defined(__FMA__)
+  const std::string own = "avx2, 8 lanes, 6x16 micro-tile, FMA instructions";
+#elif defined(__AVX2__)  // without FMA
+  const std::string own = "avx2, 8 lanes, 6x16 micro-tile, fmaf per lane";
+#elif defined(__AVX__) && defined(__FMA__)
+  const std::string own = "avx, 8 lanes, 6x16 micro-tile, FMA instructions";
 #elif defined(__AVX__)
-  const std::string isa = "avx";
+  const std::string own = "avx, 8 lanes, 6x16 micro-tile, fmaf per lane";
 #elif defined(__SSE2__)
-  const std::string isa = "sse2";
+  const std::string own = "sse2, 4 lanes, 6x8 micro-tile, fmaf per lane";
 #else
-  const std::string isa = "generic";
+  const std::string own = "generic, 4 lanes, 6x8 micro-tile, fmaf per lane";
 #endif
-  const std::string head = isa + ", " + std::to_string(g::lanes) + " lanes, " + std::to_string(g::mr) + "x" +
-                           std::to_string(g::nr) + " micro-tile, ";
-  REQUIRE(name.substr(0, head.size()) == head);
-  const std::string fma = name.substr(head.size());
-#if defined(REPROSGD_IMPL_GEMM_FMA_CLONE)
-  CHECK(fma == (g::cpu_has_fma() ? "FMA clone (chosen at run time: the CPU has FMA)"
-                                 : "fmaf per lane (chosen at run time: the CPU has no FMA)"));
-#elif defined(__AVX512F__) || defined(__FMA__)
-  CHECK(fma == "FMA instructions");
+  CHECK(g::kernel_name(g::Isa::native) == own);
+  const g::Isa best = g::best_isa();
+  CHECK(g::runs_here(best));
+  const std::vector<g::Isa> here = g::isas_here();
+  REQUIRE(!here.empty());
+  CHECK(here.front() == g::Isa::native);
+  CHECK(here.back() == best);  // the widest kernel the CPU runs
+  if (best == g::Isa::native) {
+    CHECK(name == own);
+  } else {
+    const std::string wide = best == g::Isa::avx512 ? "avx512f, 16 lanes, 12x32 micro-tile, FMA instructions"
+                                                    : "avx2, 8 lanes, 6x16 micro-tile, FMA instructions";
+    CHECK(name == wide + " (chosen at run time; the build's own: " + own + ")");
+  }
+  // A kernel above the build's own exists only where the build lacks that instruction set, and runs
+  // only where the CPU has it.
+#if defined(REPROSGD_IMPL_GEMM_AVX512_KERNEL) || defined(REPROSGD_IMPL_GEMM_AVX2_KERNEL)
+  __builtin_cpu_init();
+#endif
+#if defined(REPROSGD_IMPL_GEMM_AVX512_KERNEL)
+  CHECK(g::runs_here(g::Isa::avx512) == (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
+                                         __builtin_cpu_supports("fma")));
 #else
-  CHECK(fma == "fmaf per lane");
+  CHECK_FALSE(g::runs_here(g::Isa::avx512));
+#endif
+#if defined(REPROSGD_IMPL_GEMM_AVX2_KERNEL)
+  CHECK(g::runs_here(g::Isa::avx2) == (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")));
+#else
+  CHECK_FALSE(g::runs_here(g::Isa::avx2));
 #endif
 #else
   CHECK(name == "portable loop");

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/// @file The host GEMM's machine model: the vector type and register blocking of the instruction
-/// set the translation unit is compiled for, the tiling constants, the Operand view, and the one
-/// fused multiply-add every kernel variant is built from.
+/// @file The host GEMM's machine model, the part shared by every instruction set: the Operand view,
+/// the tile plan, the tiling constants, the instruction sets a kernel exists for (Isa) and which of
+/// them this CPU runs. The per-instruction-set part (vector width, register blocking, the fused
+/// multiply-add, packing, the micro-kernel) is gemm_host_isa.ipp, compiled once per Isa.
 #pragma once
 
 // Plain C++ on raw pointers (no Kokkos), like the rest of the host GEMM (gemm_host.hpp).
@@ -11,10 +12,11 @@
 // - Each output element lives in one vector lane of one accumulator register and sees exactly
 //   the reference's operations: one fused multiply-add (a single rounding of the exact
 //   a(i,p)*b(p,j) + acc), p ascending. Lanes never interact (no horizontal sums), so the vector
-//   width (SSE, AVX2, AVX-512) and the register blocking cannot change a result.
-// - The FMA is explicit (an intrinsic, or fmaf per lane where the translation unit is compiled
-//   without FMA instructions): IEEE fusedMultiplyAdd is correctly rounded, so hardware FMA, glibc's
-//   fmaf and the device's __fmaf_rn give the same bits. Contraction by the compiler stays off
+//   width (SSE, AVX2, AVX-512) and the register blocking cannot change a result, and neither can
+//   which of the compiled kernels the CPU runs.
+// - The FMA is explicit (an intrinsic, or fmaf per lane where the kernel is compiled without FMA
+//   instructions): IEEE fusedMultiplyAdd is correctly rounded, so hardware FMA, glibc's fmaf and
+//   the device's __fmaf_rn give the same bits. Contraction by the compiler stays off
 //   (-ffp-contract=off): only the operations written as an FMA are fused.
 // - Blocking over K stores the float accumulator into C and reloads it for the next K block: the
 //   stored value is the accumulator itself, so the chain continues with the same operations.
@@ -25,54 +27,71 @@
 #include <reprosgd/version.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <string>
 
-#if defined(__AVX__)
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#endif
+
+// Kernels for instruction sets above the translation unit's own, chosen at run time (one binary
+// fast on an AVX2 CPU and on an AVX-512 one): on x86 with GCC or Clang, whose target attribute
+// compiles a function for an extension the rest of the program does not assume. Not in CUDA's or
+// HIP's host pass (their host GEMM is not what they are for, and each kernel costs compile time).
+// Define REPROSGD_GEMM_NO_RUNTIME_DISPATCH to keep only the translation unit's own kernel.
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(__CUDACC__) && !defined(__HIPCC__) && !defined(REPROSGD_GEMM_NO_RUNTIME_DISPATCH)
+#if !(defined(__AVX2__) && defined(__FMA__))
+#define REPROSGD_IMPL_GEMM_AVX2_KERNEL 1
+#endif
+#if !defined(__AVX512F__)
+#define REPROSGD_IMPL_GEMM_AVX512_KERNEL 1
+#endif
 #endif
 
 REPROSGD_BEGIN_NAMESPACE
 namespace detail::gemm_host {
 
-// Vector width and register blocking follow the instruction set the translation unit is compiled
-// for. MR rows x NV vectors of accumulators, plus NV vectors of B, one broadcast of A and one
-// product temporary, must fit the register file: 32 registers with AVX-512 (12x2: 24+2+1+1),
-// 16 registers with AVX/AVX2 and SSE (6x2: 12+2+1+1).
-#if defined(__AVX512F__)
-inline constexpr int lanes = 16;
-#ifndef REPROSGD_IMPL_GEMM_MR
-#define REPROSGD_IMPL_GEMM_MR 12
-#endif
-#elif defined(__AVX__)
-inline constexpr int lanes = 8;
-#ifndef REPROSGD_IMPL_GEMM_MR
-#define REPROSGD_IMPL_GEMM_MR 6
-#endif
-#else
-inline constexpr int lanes = 4;
-#ifndef REPROSGD_IMPL_GEMM_MR
-#define REPROSGD_IMPL_GEMM_MR 6
-#endif
-#endif
-#ifndef REPROSGD_IMPL_GEMM_NV
-#define REPROSGD_IMPL_GEMM_NV 2
-#endif
+/// The instruction sets a host GEMM kernel is compiled for. `native` is the translation unit's own
+/// (whatever -march says); `avx2` (AVX2 + FMA) and `avx512` (AVX-512F) exist where the translation
+/// unit's own set lacks them (REPROSGD_IMPL_GEMM_AVX2_KERNEL, ..._AVX512_KERNEL) and run only on a
+/// CPU that has them. Every one gives the same bits.
+enum class Isa : int { native = 0, avx2 = 1, avx512 = 2 };
 
-typedef float vfloat __attribute__((vector_size(lanes * sizeof(float))));
-
-inline constexpr int mr = REPROSGD_IMPL_GEMM_MR;  ///< rows of the micro-tile
-inline constexpr int nv = REPROSGD_IMPL_GEMM_NV;  ///< vectors across the micro-tile's columns
-inline constexpr int nr = nv * lanes;             ///< columns of the micro-tile
-/// Target depth of a K block: 32 KiB of packed B micro-panel (kc x nr floats, 512 deep with AVX2).
-/// Deeper than L1 alone would suggest: the micro-panel streams from L2 well (it is packed just in
-/// time), and every extra K block costs a store and reload of all of C. Measured on Zen 3 against
-/// 16 KiB: +5-10% on 128x512x784 and 128x512x512.
-#ifndef REPROSGD_IMPL_GEMM_KC
-#define REPROSGD_IMPL_GEMM_KC ((32 * 1024) / (nr * static_cast<int>(sizeof(float))))
+/// Whether this build has a kernel for `isa` and this CPU can run it.
+inline bool runs_here(Isa isa) {
+  switch (isa) {
+    case Isa::native:
+      return true;
+#if defined(REPROSGD_IMPL_GEMM_AVX2_KERNEL)
+    case Isa::avx2: {
+      // __builtin_cpu_init first: a GEMM called from a static initialiser may run before libgcc's
+      // own CPU probe. __builtin_cpu_supports also checks that the OS saves the registers (XCR0).
+      static const bool has = (__builtin_cpu_init(), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+      return has;
+    }
 #endif
-inline constexpr int kc_target = REPROSGD_IMPL_GEMM_KC;
-/// Caps on a tile: at most mc_max rows (and see a_block_bytes) by nc_max columns. B is packed one
-/// micro-panel at a time, so only the A block needs to stay in L2.
+#if defined(REPROSGD_IMPL_GEMM_AVX512_KERNEL)
+    case Isa::avx512: {
+      static const bool has = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f") &&
+                                                         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+      return has;
+    }
+#endif
+    default:
+      return false;
+  }
+}
+
+/// The fastest kernel this CPU runs: the widest instruction set compiled in that it has.
+inline Isa best_isa() {
+  static const Isa best = runs_here(Isa::avx512) ? Isa::avx512 : runs_here(Isa::avx2) ? Isa::avx2 : Isa::native;
+  return best;
+}
+
+/// Caps on a tile: at most mc_strips micro-tile rows (and see a_block_bytes) by nc_max columns. B
+/// is packed one micro-panel at a time, so only the A block needs to stay in L2.
 #ifndef REPROSGD_IMPL_GEMM_MC_STRIPS
 #define REPROSGD_IMPL_GEMM_MC_STRIPS 64
 #endif
@@ -84,17 +103,17 @@ inline constexpr int kc_target = REPROSGD_IMPL_GEMM_KC;
 #ifndef REPROSGD_IMPL_GEMM_PACK_A_MIN_STRIPS
 #define REPROSGD_IMPL_GEMM_PACK_A_MIN_STRIPS 4
 #endif
-inline constexpr int pack_a_min_strips = REPROSGD_IMPL_GEMM_PACK_A_MIN_STRIPS;
-inline constexpr int mc_max = REPROSGD_IMPL_GEMM_MC_STRIPS * mr;
 /// Bytes of packed A block (mc x kc) a tile aims for, so that it stays in L2 with the B micro-panel
 /// and C: with K blocks of 512 that is about 192 rows, with K = 128 (the weight gradients) the cap
-/// of mc_max rows. Fewer, taller tiles pack each B micro-panel fewer times (measured on 784x512x128:
+/// of mc_strips rows. Fewer, taller tiles pack each B micro-panel fewer times (measured on 784x512x128:
 /// 0.79-0.86 -> 0.99-1.03 of OpenBLAS with 384-row instead of 144-row tiles).
 #ifndef REPROSGD_IMPL_GEMM_A_BLOCK_BYTES
 #define REPROSGD_IMPL_GEMM_A_BLOCK_BYTES (384 * 1024)
 #endif
-inline constexpr int a_block_bytes = REPROSGD_IMPL_GEMM_A_BLOCK_BYTES;
+inline constexpr int mc_strips = REPROSGD_IMPL_GEMM_MC_STRIPS;
 inline constexpr int nc_max = REPROSGD_IMPL_GEMM_NC;
+inline constexpr int pack_a_min_strips = REPROSGD_IMPL_GEMM_PACK_A_MIN_STRIPS;
+inline constexpr int a_block_bytes = REPROSGD_IMPL_GEMM_A_BLOCK_BYTES;
 inline constexpr std::size_t alignment = 64;
 
 /// A read-only matrix operand in logical (row, column) coordinates: element (r, c) is
@@ -105,28 +124,44 @@ struct Operand {
   std::ptrdiff_t cs;
 };
 
-inline vfloat load(const float* p) {
-  vfloat v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-inline void store(float* p, vfloat v) { std::memcpy(p, &v, sizeof(v)); }
+/// How C is cut into tiles (the unit of parallel work) and K into blocks, for the kernel of one
+/// instruction set (its micro-tile is mr x nr). Any plan gives the same bits; the plan only decides
+/// speed.
+struct Plan {
+  Isa isa;
+  int mr, nr;              ///< the kernel's micro-tile
+  bool transposed;         ///< computes C^T = op(B)^T op(A)^T (m, n and the strips are C^T's)
+  int m, n, k;
+  int strips_m, strips_n;  ///< micro-tile rows / columns of C
+  int tiles_m, tiles_n;    ///< tiles along M and N; tile t is (t / tiles_n, t % tiles_n)
+  int kc;                  ///< K block depth
+  int max_strips_m, max_strips_n;
 
-/// acc + b * a in every lane with one rounding (IEEE fusedMultiplyAdd): the FMA instruction where
-/// the translation unit may use it, else fmaf per lane (glibc's fmaf is correctly rounded, using
-/// the CPU's FMA when it has one), so every build gives the same bits.
-__attribute__((always_inline)) inline vfloat fused_multiply_add(vfloat b, float a, vfloat acc) {
-#if defined(__AVX512F__)
-  static_assert(lanes == 16);
-  return _mm512_fmadd_ps(b, _mm512_set1_ps(a), acc);
-#elif defined(__FMA__)
-  static_assert(lanes == 8);
-  return _mm256_fmadd_ps(b, _mm256_set1_ps(a), acc);
-#else
-  vfloat out;
-  for (int l = 0; l < lanes; ++l) out[l] = __builtin_fmaf(b[l], a, acc[l]);
-  return out;
-#endif
+  [[nodiscard]] int tiles() const { return tiles_m * tiles_n; }
+  /// Floats of packing buffer one tile needs (plus alignment slack).
+  [[nodiscard]] std::size_t packing_floats() const {
+    return static_cast<std::size_t>(max_strips_m * mr + nr) * static_cast<std::size_t>(kc) +
+           2 * alignment / sizeof(float);
+  }
+  /// Floats of buffer one tile needs: the packing, and a transposed plan's tile of C^T.
+  [[nodiscard]] std::size_t buffer_floats() const {
+    return packing_floats() + (transposed ? static_cast<std::size_t>(max_strips_m * mr) * (max_strips_n * nr) +
+                                                alignment / sizeof(float)
+                                          : 0);
+  }
+  [[nodiscard]] int strip_begin_m(int tm) const {
+    return static_cast<int>(static_cast<long long>(tm) * strips_m / tiles_m);
+  }
+  [[nodiscard]] int strip_begin_n(int tn) const {
+    return static_cast<int>(static_cast<long long>(tn) * strips_n / tiles_n);
+  }
+};
+
+inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+inline float* align_up(void* p) {
+  const auto u = reinterpret_cast<std::uintptr_t>(p);
+  return reinterpret_cast<float*>((u + alignment - 1) & ~static_cast<std::uintptr_t>(alignment - 1));
 }
 
 }  // namespace detail::gemm_host

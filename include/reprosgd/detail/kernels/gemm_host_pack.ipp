@@ -1,22 +1,13 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/// @file The host GEMM's panel packing: A into strips of mr rows and B into strips of nr columns,
-/// laid out as the micro-kernel reads them (pure data movement: no arithmetic, so no effect on the
-/// bits), with an 8x8 AVX transpose when an operand's contiguous direction is the other one.
-#pragma once
+// The host GEMM's panel packing for one instruction set (included by gemm_host_isa.ipp, no include
+// guard): A into strips of mr rows and B into strips of nr columns, laid out as the micro-kernel
+// reads them (pure data movement: no arithmetic, so no effect on the bits), with an 8x8 AVX
+// transpose when an operand's contiguous direction is the other one.
 
-#include <reprosgd/detail/kernels/gemm_host_arch.hpp>
-
-#include <algorithm>
-#include <cstddef>
-#include <cstring>
-
-REPROSGD_BEGIN_NAMESPACE
-namespace detail::gemm_host {
-
-#if defined(__AVX__)
+#if REPROSGD_IMPL_GEMM_AVX
 /// Transposes an 8x8 block: out[c][r] = rows[r][c] for r, c < 8 (pure data movement, used by the
 /// packing routines when an operand's contiguous direction is the other one).
-inline void transpose8(const float* const rows[8], __m256 out[8]) {
+REPROSGD_IMPL_GEMM_TARGET inline void transpose8(const float* const rows[8], __m256 out[8]) {
   const __m256 r0 = _mm256_loadu_ps(rows[0]), r1 = _mm256_loadu_ps(rows[1]);
   const __m256 r2 = _mm256_loadu_ps(rows[2]), r3 = _mm256_loadu_ps(rows[3]);
   const __m256 r4 = _mm256_loadu_ps(rows[4]), r5 = _mm256_loadu_ps(rows[5]);
@@ -42,7 +33,7 @@ inline void transpose8(const float* const rows[8], __m256 out[8]) {
 
 /// Packs rows [i0, i0+strips*mr) x columns [p0, p0+kc) of the logical M x K matrix A into
 /// strips of mr rows: out[s*mr*kc + p*mr + r] = A(i0 + s*mr + r, p0 + p), zero beyond row M.
-inline void pack_a(const Operand& a, int m, int i0, int strips, int p0, int kc, float* out) {
+REPROSGD_IMPL_GEMM_TARGET inline void pack_a(const Operand& a, int m, int i0, int strips, int p0, int kc, float* out) {
   for (int s = 0; s < strips; ++s) {
     float* dst = out + static_cast<std::ptrdiff_t>(s) * mr * kc;
     const int row0 = i0 + s * mr;
@@ -51,7 +42,7 @@ inline void pack_a(const Operand& a, int m, int i0, int strips, int p0, int kc, 
       const float* src[mr];
       for (int r = 0; r < mr; ++r) src[r] = a.data + (row0 + r) * a.rs + p0;
       int p = 0;
-#if defined(__AVX__)
+#if REPROSGD_IMPL_GEMM_AVX
       if constexpr (mr == 6) {
         // 8 columns at a time: transpose 6 rows (plus 2 ignored) and store 6 floats per column.
         for (; p + 8 <= kc; p += 8) {
@@ -74,66 +65,79 @@ inline void pack_a(const Operand& a, int m, int i0, int strips, int p0, int kc, 
     } else if (rows == mr && a.rs == 1) {  // A stored transposed (K x M): mr consecutive values per p
       for (int p = 0; p < kc; ++p) std::memcpy(dst + p * mr, a.data + (p0 + p) * a.cs + row0, sizeof(float) * mr);
     } else {
-      for (int p = 0; p < kc; ++p)
-        for (int r = 0; r < mr; ++r)
-          dst[p * mr + r] = r < rows ? a.data[(row0 + r) * a.rs + (p0 + p) * a.cs] : 0.0f;
+      // A partial strip (rows < mr, zero-padded: the narrow C^T of the output layer has 10 rows of
+      // 12), or a layout with no unit stride.
+      for (int p = 0; p < kc; ++p) {
+        float* d = dst + p * mr;
+        const float* col = a.data + static_cast<std::ptrdiff_t>(row0) * a.rs + static_cast<std::ptrdiff_t>(p0 + p) * a.cs;
+        if (a.rs == 1)  // (a loop: a library memcpy call per p cost more than the copy)
+          for (int r = 0; r < rows; ++r) d[r] = col[r];
+        else
+          for (int r = 0; r < rows; ++r) d[r] = col[r * a.rs];
+        for (int r = rows; r < mr; ++r) d[r] = 0.0f;
+      }
     }
   }
 }
 
 /// Packs rows [p0, p0+kc) x columns [j0, j0+strips*nr) of the logical K x N matrix B into strips
 /// of nr columns: out[s*nr*kc + p*nr + c] = B(p0 + p, j0 + s*nr + c), zero beyond column N.
-inline void pack_b(const Operand& b, int n, int j0, int strips, int p0, int kc, float* out) {
-  const int full = std::min(strips, (n - j0) / nr);  // strips with nr valid columns
+REPROSGD_IMPL_GEMM_TARGET inline void pack_b(const Operand& b, int n, int j0, int strips, int p0, int kc, float* out) {
+  if (strips <= 0) return;
+  const auto columns = [&](int s) { return std::clamp(n - (j0 + s * nr), 0, nr); };  // valid columns of strip s
   if (b.cs == 1) {
     // B row-major: read each row segment sequentially and deal it out to the strips (reading a
     // strip at a time would walk B with the row stride, which defeats the caches).
+    const int last_cols = columns(strips - 1);
     for (int p = 0; p < kc; ++p) {
-      const float* src = b.data + (p0 + p) * b.rs + j0;
+      const float* src = b.data + static_cast<std::ptrdiff_t>(p0 + p) * b.rs + j0;
       float* dst = out + p * nr;
-      for (int s = 0; s < full; ++s)
+      for (int s = 0; s + 1 < strips; ++s)
         std::memcpy(dst + static_cast<std::ptrdiff_t>(s) * nr * kc, src + s * nr, sizeof(float) * nr);
+      float* last = dst + static_cast<std::ptrdiff_t>(strips - 1) * nr * kc;
+      std::memcpy(last, src + (strips - 1) * nr, sizeof(float) * static_cast<std::size_t>(last_cols));
+      for (int j = last_cols; j < nr; ++j) last[j] = 0.0f;
     }
-  } else if (b.rs == 1) {
-    // B stored transposed (N x K): each stored row is one column of a strip, contiguous in p.
-    for (int s = 0; s < full; ++s) {
-      float* dst = out + static_cast<std::ptrdiff_t>(s) * nr * kc;
-      int p_done = 0;
-#if defined(__AVX__)
-      if constexpr (nr % 8 == 0) {
-        // 8 x 8 blocks: 8 stored rows (columns of the strip) by 8 values of p, transposed.
-        const int p_end = kc - kc % 8;
-        for (int jb = 0; jb < nr; jb += 8) {
-          const float* rows8[8];
-          for (int r = 0; r < 8; ++r) rows8[r] = b.data + (j0 + s * nr + jb + r) * b.cs + p0;
-          for (int p = 0; p < p_end; p += 8) {
-            const float* at[8];
-#pragma GCC unroll 8
-            for (int r = 0; r < 8; ++r) at[r] = rows8[r] + p;
-            __m256 t[8];
-            transpose8(at, t);
-#pragma GCC unroll 8
-            for (int q = 0; q < 8; ++q) _mm256_storeu_ps(dst + (p + q) * nr + jb, t[q]);
-          }
-        }
-        p_done = p_end;
-      }
-#endif
-      for (int j = 0; j < nr; ++j) {
-        const float* src = b.data + (j0 + s * nr + j) * b.cs + p0;
-        for (int p = p_done; p < kc; ++p) dst[p * nr + j] = src[p];
-      }
-    }
+    return;
   }
-  // The remaining strips (the partial one, zero-padded, or all of them for other strides).
-  for (int s = (b.cs == 1 || b.rs == 1) ? full : 0; s < strips; ++s) {
+  for (int s = 0; s < strips; ++s) {
     float* dst = out + static_cast<std::ptrdiff_t>(s) * nr * kc;
     const int col0 = j0 + s * nr;
-    const int cols = std::min(nr, n - col0);
-    for (int p = 0; p < kc; ++p)
-      for (int j = 0; j < nr; ++j) dst[p * nr + j] = j < cols ? b.data[(p0 + p) * b.rs + (col0 + j) * b.cs] : 0.0f;
+    const int cols = columns(s);
+    int j = 0;
+    if (b.rs == 1) {
+      // B stored transposed (N x K): each stored row is one column of the strip, contiguous in p.
+#if REPROSGD_IMPL_GEMM_AVX
+      // 8 x 8 blocks: 8 stored rows (columns of the strip) by 8 values of p, transposed.
+      const int p_end = kc - kc % 8;
+      for (; j + 8 <= cols; j += 8) {
+        const float* rows8[8];
+        for (int r = 0; r < 8; ++r) rows8[r] = b.data + static_cast<std::ptrdiff_t>(col0 + j + r) * b.cs + p0;
+        for (int p = 0; p < p_end; p += 8) {
+          const float* at[8];
+#pragma GCC unroll 8
+          for (int r = 0; r < 8; ++r) at[r] = rows8[r] + p;
+          __m256 t[8];
+          transpose8(at, t);
+#pragma GCC unroll 8
+          for (int q = 0; q < 8; ++q) _mm256_storeu_ps(dst + (p + q) * nr + j, t[q]);
+        }
+        for (int r = 0; r < 8; ++r)
+          for (int p = p_end; p < kc; ++p) dst[p * nr + j + r] = rows8[r][p];
+      }
+#endif
+      for (; j < cols; ++j) {
+        const float* src = b.data + static_cast<std::ptrdiff_t>(col0 + j) * b.cs + p0;
+        for (int p = 0; p < kc; ++p) dst[p * nr + j] = src[p];
+      }
+    } else {
+      // No unit stride (not used by the GEMM entry points): element by element.
+      for (int p = 0; p < kc; ++p)
+        for (int c = 0; c < cols; ++c)
+          dst[p * nr + c] = b.data[static_cast<std::ptrdiff_t>(p0 + p) * b.rs + static_cast<std::ptrdiff_t>(col0 + c) * b.cs];
+    }
+    if (cols < nr)  // zero padding past column N
+      for (int p = 0; p < kc; ++p)
+        for (int c = cols; c < nr; ++c) dst[p * nr + c] = 0.0f;
   }
 }
-
-}  // namespace detail::gemm_host
-REPROSGD_END_NAMESPACE
