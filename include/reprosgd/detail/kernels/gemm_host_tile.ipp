@@ -3,22 +3,23 @@
 // register-blocked micro-kernel, the tile plan, and a tile computed from packed panels.
 
 /// C[0:mr, 0:nr] (row stride ldc) = (first ? 0 : C) followed by kc steps of acc = fma(a, b, acc), where
-/// step p reads A(r, p) = ap[r*ars + p*acs] and the packed B micro-panel row bp[p*nr + 0:nr].
-/// Packed A micro-panels have ars = 1, acs = mr (compile-time when Packed, so the compiler can
-/// use constant offsets); A read in place has its own strides.
+/// step p reads A(r, p) = ap[r*ars + p*acs] and the B micro-panel row bp[p*brs + 0:nr].
+/// Packed A micro-panels have ars = 1, acs = mr, and packed B micro-panels brs = nr (compile-time
+/// when Packed and PackedB, so the compiler can use constant offsets); A and B read in place have
+/// their own strides.
 // Rows < mr computes only the first Rows rows of the micro-tile (the last, partial row strip of C:
 // 128 = 21 x 6 + 2 rows spends a third of a full call on 2 rows instead of a whole one).
 // The body is inlined only into micro_kernel, never into a larger caller.
-template <bool Packed, int Rows>
-REPROSGD_IMPL_GEMM_TARGET __attribute__((always_inline)) inline void micro_kernel_body(int kc, const float* __restrict ap, std::ptrdiff_t ars,
-                                                             std::ptrdiff_t acs, const float* __restrict bp,
-                                                             float* __restrict c, std::ptrdiff_t ldc, bool first,
-                                                             const float* __restrict bias) {
+template <bool Packed, int Rows, bool PackedB>
+REPROSGD_IMPL_GEMM_TARGET __attribute__((always_inline)) inline void micro_kernel_body(
+    int kc, const float* __restrict ap, std::ptrdiff_t ars, std::ptrdiff_t acs, const float* __restrict bp,
+    std::ptrdiff_t brs, float* __restrict c, std::ptrdiff_t ldc, bool first, const float* __restrict bias) {
   static_assert(Rows >= 1 && Rows <= mr);
   if constexpr (Packed) {
     ars = 1;
     acs = mr;
   }
+  if constexpr (PackedB) brs = nr;
   vfloat acc[Rows][nv];
   if (first) {
 #pragma GCC unroll 32
@@ -45,7 +46,7 @@ REPROSGD_IMPL_GEMM_TARGET __attribute__((always_inline)) inline void micro_kerne
       }
     }
     ap += acs;
-    bp += nr;
+    bp += brs;
   }
   if (bias) {
     // Epilogue of the last K block: the finished sum plus the bias, one rounded add, exactly as a
@@ -67,25 +68,26 @@ REPROSGD_IMPL_GEMM_TARGET __attribute__((always_inline)) inline void micro_kerne
 // Never inlined: inlined into a large caller (the Kokkos functor, with the packing loops) GCC 12
 // spilled 8 of the 12 accumulators to the stack in the inner loop and the GEMM ran at half speed
 // (40 against 77 GFLOP/s on 128x512x784); on its own it keeps all of them in registers.
-template <bool Packed, int Rows = mr>
+template <bool Packed, int Rows = mr, bool PackedB = true>
 REPROSGD_IMPL_GEMM_TARGET __attribute__((noinline)) void micro_kernel(int kc, const float* ap, std::ptrdiff_t ars,
-                                                                      std::ptrdiff_t acs, const float* bp, float* c,
-                                                                      std::ptrdiff_t ldc, bool first,
-                                                                      const float* bias = nullptr) {
-  micro_kernel_body<Packed, Rows>(kc, ap, ars, acs, bp, c, ldc, first, bias);
+                                                                      std::ptrdiff_t acs, const float* bp,
+                                                                      std::ptrdiff_t brs, float* c, std::ptrdiff_t ldc,
+                                                                      bool first, const float* bias = nullptr) {
+  micro_kernel_body<Packed, Rows, PackedB>(kc, ap, ars, acs, bp, brs, c, ldc, first, bias);
 }
 
 /// The micro-kernel on the first `rows` (1 to mr) rows of a tile with all nr columns: one
 /// instantiation per row count, picked from a table.
-template <bool Packed, std::size_t... R>
+template <bool Packed, bool PackedB, std::size_t... R>
 constexpr auto micro_kernels_by_rows(std::index_sequence<R...>) {
-  return std::array{&micro_kernel<Packed, static_cast<int>(R) + 1>...};
+  return std::array{&micro_kernel<Packed, static_cast<int>(R) + 1, PackedB>...};
 }
-template <bool Packed>
-REPROSGD_IMPL_GEMM_TARGET inline void micro_kernel_rows(int rows, int kc, const float* ap, std::ptrdiff_t ars, std::ptrdiff_t acs,
-                              const float* bp, float* c, std::ptrdiff_t ldc, bool first, const float* bias) {
-  static constexpr auto table = micro_kernels_by_rows<Packed>(std::make_index_sequence<mr>{});
-  table[static_cast<std::size_t>(rows - 1)](kc, ap, ars, acs, bp, c, ldc, first, bias);
+template <bool Packed, bool PackedB = true>
+REPROSGD_IMPL_GEMM_TARGET inline void micro_kernel_rows(int rows, int kc, const float* ap, std::ptrdiff_t ars,
+                                                        std::ptrdiff_t acs, const float* bp, std::ptrdiff_t brs, float* c,
+                                                        std::ptrdiff_t ldc, bool first, const float* bias) {
+  static constexpr auto table = micro_kernels_by_rows<Packed, PackedB>(std::make_index_sequence<mr>{});
+  table[static_cast<std::size_t>(rows - 1)](kc, ap, ars, acs, bp, brs, c, ldc, first, bias);
 }
 
 /// The micro-kernel on a tile with fewer than nr columns (and any rows): runs on a full-size
@@ -106,7 +108,7 @@ REPROSGD_IMPL_GEMM_TARGET inline void micro_kernel_edge(int kc, const float* ap,
     for (int j = 0; j < cols; ++j) bias_tile[j] = bias[j];
   }
   // Only the valid rows: A read in place has no rows past them.
-  micro_kernel_rows<Packed>(rows, kc, ap, ars, acs, bp, tile, nr, first, bias ? bias_tile : nullptr);
+  micro_kernel_rows<Packed>(rows, kc, ap, ars, acs, bp, nr, tile, nr, first, bias ? bias_tile : nullptr);
   for (int r = 0; r < rows; ++r)
     for (int j = 0; j < cols; ++j) c[r * ldc + j] = tile[r * nr + j];
 }
@@ -201,14 +203,23 @@ REPROSGD_IMPL_GEMM_TARGET inline void compute_block(const Plan& pl, int sm0, int
     for (int sn = sn0; sn < sn1; ++sn) {
       const int j = sn * nr;
       const int cols = std::min(nr, pl.n - j);
-      // The B micro-panel is packed just before the row strips use it, so it is hot in L1.
-      pack_b(b, pl.n, j, 1, p0, kc, bbuf);
+      // The B micro-panel is packed just before the row strips use it, so it is hot in L1. Where one
+      // row strip uses it (C^T of the output layer: 10 rows) and B is row-major, the kernel reads B
+      // in place instead: the copy would be read once (it was a fifth of tn 512x10x128).
+      const bool direct_b = b.cs == 1 && sm1 - sm0 == 1 && cols == nr;
       const float* bp = bbuf;
+      std::ptrdiff_t brs = nr;
+      if (direct_b) {
+        bp = b.data + static_cast<std::ptrdiff_t>(p0) * b.rs + j;
+        brs = b.rs;
+      } else {
+        pack_b(b, pl.n, j, 1, p0, kc, bbuf);
+      }
       const float* bias_j = last && bias ? bias + j : nullptr;
       // While the row strips run, prefetch the rows of the next B micro-panel: a row-major B is
       // read NR floats per row at the row stride, a pattern the hardware prefetcher follows poorly
       // (without this, packing B was ~6% of a training step, stalled on L3).
-      const bool prefetch_b = b.cs == 1 && sn + 1 < sn1;
+      const bool prefetch_b = b.cs == 1 && sn + 1 < sn1 && !direct_b;
       const int prefetch_rows = ceil_div(kc, sm1 - sm0);
       const float* next_b = b.data + static_cast<std::ptrdiff_t>(p0) * b.rs + j + nr;
       for (int sm = sm0; sm < sm1; ++sm) {
@@ -224,18 +235,22 @@ REPROSGD_IMPL_GEMM_TARGET inline void compute_block(const Plan& pl, int sm0, int
         }
         if (direct_a) {
           const float* ap = a.data + static_cast<std::ptrdiff_t>(i) * a.rs + static_cast<std::ptrdiff_t>(p0) * a.cs;
-          if (rows == mr && cols == nr)
-            micro_kernel<false>(kc, ap, a.rs, a.cs, bp, cp, ldc, first, bias_j);
+          if (direct_b)
+            micro_kernel_rows<false, false>(rows, kc, ap, a.rs, a.cs, bp, brs, cp, ldc, first, bias_j);
+          else if (rows == mr && cols == nr)
+            micro_kernel<false>(kc, ap, a.rs, a.cs, bp, nr, cp, ldc, first, bias_j);
           else if (cols == nr)
-            micro_kernel_rows<false>(rows, kc, ap, a.rs, a.cs, bp, cp, ldc, first, bias_j);
+            micro_kernel_rows<false>(rows, kc, ap, a.rs, a.cs, bp, nr, cp, ldc, first, bias_j);
           else
             micro_kernel_edge<false>(kc, ap, a.rs, a.cs, bp, cp, ldc, first, rows, cols, bias_j);
         } else {
           const float* ap = abuf + static_cast<std::ptrdiff_t>(sm - sm0) * mr * kc;
-          if (rows == mr && cols == nr)
-            micro_kernel<true>(kc, ap, 1, mr, bp, cp, ldc, first, bias_j);
+          if (direct_b)
+            micro_kernel_rows<true, false>(rows, kc, ap, 1, mr, bp, brs, cp, ldc, first, bias_j);
+          else if (rows == mr && cols == nr)
+            micro_kernel<true>(kc, ap, 1, mr, bp, nr, cp, ldc, first, bias_j);
           else if (cols == nr)
-            micro_kernel_rows<true>(rows, kc, ap, 1, mr, bp, cp, ldc, first, bias_j);
+            micro_kernel_rows<true>(rows, kc, ap, 1, mr, bp, nr, cp, ldc, first, bias_j);
           else
             micro_kernel_edge<true>(kc, ap, 1, mr, bp, cp, ldc, first, rows, cols, bias_j);
         }
