@@ -236,16 +236,7 @@ class JsonLinesWriter {
   }
   // The order of a line this writer writes (-1: not one of them, e.g. a user's).
   static long long order_of(const std::string& line) {
-    const auto number = [&](const char* key) -> long long {
-      const auto at = line.find(key);
-      if (at == std::string::npos) return -1;
-      long long v = 0;
-      std::size_t i = at + std::strlen(key);
-      if (i >= line.size() || line[i] < '0' || line[i] > '9') return -1;
-      for (; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i) v = v * 10 + (line[i] - '0');
-      return v;
-    };
-    const long long step = number("\"step\":");
+    const long long step = detail::json_line_step(line);
     if (step < 0) return -1;
     const auto s = static_cast<std::uint64_t>(step);
     if (line.rfind("{\"event\":\"step\"", 0) == 0) return static_cast<long long>(line_order(s, kind_step));

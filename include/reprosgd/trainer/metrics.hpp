@@ -6,9 +6,25 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 REPROSGD_BEGIN_NAMESPACE
+
+namespace detail {
+/// The value of "step" in a JSON line this library wrote (a metrics line, a trace line), or -1 for
+/// a line without one (the trace's header, a user's line).
+inline long long json_line_step(std::string_view line) {
+  constexpr std::string_view key = "\"step\":";
+  const auto at = line.find(key);
+  if (at == std::string_view::npos) return -1;
+  long long v = 0;
+  std::size_t i = at + key.size();
+  if (i >= line.size() || line[i] < '0' || line[i] > '9') return -1;
+  for (; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i) v = v * 10 + (line[i] - '0');
+  return v;
+}
+}  // namespace detail
 
 /// Metrics of one optimisation step. The loss is the mean over the global batch, summed per
 /// micro-batch in sample order and then over micro-batches in order, so it does not depend on the

@@ -208,18 +208,6 @@ inline std::string trace_failure_line(const FailureEvent& e) {
          "}\n";
 }
 
-/// The "step" of a trace line this library wrote (every line but the header has one), or -1.
-inline long long trace_line_step(std::string_view line) {
-  const std::string_view key = "\"step\":";
-  const auto at = line.find(key);
-  if (at == std::string_view::npos) return -1;
-  long long v = 0;
-  std::size_t i = at + key.size();
-  if (i >= line.size() || line[i] < '0' || line[i] > '9') return -1;
-  for (; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i) v = v * 10 + (line[i] - '0');
-  return v;
-}
-
 /**
  * The trace file on the rank that writes it. open() starts a run's trace: a fresh one (step 0)
  * replaces the file with the header; a resumed one (step R > 0) keeps the header and the lines
@@ -264,7 +252,7 @@ class TraceFile {
         while (at < old.size()) {
           const auto nl = old.find('\n', at);
           if (nl == std::string::npos) break;  // a torn last line
-          const long long s = trace_line_step(std::string_view(old).substr(at, nl - at));
+          const long long s = json_line_step(std::string_view(old).substr(at, nl - at));
           if (s < 0 || static_cast<std::uint64_t>(s) >= step) break;
           at = nl + 1;
         }
