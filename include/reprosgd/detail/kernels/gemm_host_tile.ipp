@@ -4,13 +4,15 @@
 
 /// C[0:mr, 0:nr] (row stride ldc) = (first ? 0 : C) followed by kc steps of acc = fma(a, b, acc), where
 /// step p reads A(r, p) = ap[r*ars + p*acs] and the B micro-panel row bp[p*brs + 0:nr].
-/// Packed A micro-panels have ars = 1, acs = mr, and packed B micro-panels brs = nr (compile-time
-/// when Packed and PackedB, so the compiler can use constant offsets); A and B read in place have
-/// their own strides.
+/// Packed A micro-panels have ars = 1, acs = mr (compile-time when Packed, so the compiler can use
+/// constant offsets for the rows); A read in place has its own strides. A packed B micro-panel has
+/// brs = nr, B read in place its row stride (a run-time stride costs nothing here: the columns of a
+/// row are constant offsets from bp either way, and one template parameter less halves the
+/// instantiations, which every translation unit with a GEMM compiles).
 // Rows < mr computes only the first Rows rows of the micro-tile (the last, partial row strip of C:
 // 128 = 21 x 6 + 2 rows spends a third of a full call on 2 rows instead of a whole one).
 // The body is inlined only into micro_kernel, never into a larger caller.
-template <bool Packed, int Rows, bool PackedB>
+template <bool Packed, int Rows>
 REPROSGD_IMPL_GEMM_TARGET __attribute__((always_inline)) inline void micro_kernel_body(
     int kc, const float* __restrict ap, std::ptrdiff_t ars, std::ptrdiff_t acs, const float* __restrict bp,
     std::ptrdiff_t brs, float* __restrict c, std::ptrdiff_t ldc, bool first, const float* __restrict bias) {
@@ -19,7 +21,6 @@ REPROSGD_IMPL_GEMM_TARGET __attribute__((always_inline)) inline void micro_kerne
     ars = 1;
     acs = mr;
   }
-  if constexpr (PackedB) brs = nr;
   vfloat acc[Rows][nv];
   if (first) {
 #pragma GCC unroll 32
@@ -68,25 +69,25 @@ REPROSGD_IMPL_GEMM_TARGET __attribute__((always_inline)) inline void micro_kerne
 // Never inlined: inlined into a large caller (the Kokkos functor, with the packing loops) GCC 12
 // spilled 8 of the 12 accumulators to the stack in the inner loop and the GEMM ran at half speed
 // (40 against 77 GFLOP/s on 128x512x784); on its own it keeps all of them in registers.
-template <bool Packed, int Rows = mr, bool PackedB = true>
+template <bool Packed, int Rows = mr>
 REPROSGD_IMPL_GEMM_TARGET __attribute__((noinline)) void micro_kernel(int kc, const float* ap, std::ptrdiff_t ars,
                                                                       std::ptrdiff_t acs, const float* bp,
                                                                       std::ptrdiff_t brs, float* c, std::ptrdiff_t ldc,
                                                                       bool first, const float* bias = nullptr) {
-  micro_kernel_body<Packed, Rows, PackedB>(kc, ap, ars, acs, bp, brs, c, ldc, first, bias);
+  micro_kernel_body<Packed, Rows>(kc, ap, ars, acs, bp, brs, c, ldc, first, bias);
 }
 
 /// The micro-kernel on the first `rows` (1 to mr) rows of a tile with all nr columns: one
 /// instantiation per row count, picked from a table.
-template <bool Packed, bool PackedB, std::size_t... R>
+template <bool Packed, std::size_t... R>
 constexpr auto micro_kernels_by_rows(std::index_sequence<R...>) {
-  return std::array{&micro_kernel<Packed, static_cast<int>(R) + 1, PackedB>...};
+  return std::array{&micro_kernel<Packed, static_cast<int>(R) + 1>...};
 }
-template <bool Packed, bool PackedB = true>
+template <bool Packed>
 REPROSGD_IMPL_GEMM_TARGET inline void micro_kernel_rows(int rows, int kc, const float* ap, std::ptrdiff_t ars,
                                                         std::ptrdiff_t acs, const float* bp, std::ptrdiff_t brs, float* c,
                                                         std::ptrdiff_t ldc, bool first, const float* bias) {
-  static constexpr auto table = micro_kernels_by_rows<Packed, PackedB>(std::make_index_sequence<mr>{});
+  static constexpr auto table = micro_kernels_by_rows<Packed>(std::make_index_sequence<mr>{});
   table[static_cast<std::size_t>(rows - 1)](kc, ap, ars, acs, bp, brs, c, ldc, first, bias);
 }
 
@@ -235,22 +236,18 @@ REPROSGD_IMPL_GEMM_TARGET inline void compute_block(const Plan& pl, int sm0, int
         }
         if (direct_a) {
           const float* ap = a.data + static_cast<std::ptrdiff_t>(i) * a.rs + static_cast<std::ptrdiff_t>(p0) * a.cs;
-          if (direct_b)
-            micro_kernel_rows<false, false>(rows, kc, ap, a.rs, a.cs, bp, brs, cp, ldc, first, bias_j);
-          else if (rows == mr && cols == nr)
-            micro_kernel<false>(kc, ap, a.rs, a.cs, bp, nr, cp, ldc, first, bias_j);
+          if (rows == mr && cols == nr)
+            micro_kernel<false>(kc, ap, a.rs, a.cs, bp, brs, cp, ldc, first, bias_j);
           else if (cols == nr)
-            micro_kernel_rows<false>(rows, kc, ap, a.rs, a.cs, bp, nr, cp, ldc, first, bias_j);
+            micro_kernel_rows<false>(rows, kc, ap, a.rs, a.cs, bp, brs, cp, ldc, first, bias_j);
           else
             micro_kernel_edge<false>(kc, ap, a.rs, a.cs, bp, cp, ldc, first, rows, cols, bias_j);
         } else {
           const float* ap = abuf + static_cast<std::ptrdiff_t>(sm - sm0) * mr * kc;
-          if (direct_b)
-            micro_kernel_rows<true, false>(rows, kc, ap, 1, mr, bp, brs, cp, ldc, first, bias_j);
-          else if (rows == mr && cols == nr)
-            micro_kernel<true>(kc, ap, 1, mr, bp, nr, cp, ldc, first, bias_j);
+          if (rows == mr && cols == nr)
+            micro_kernel<true>(kc, ap, 1, mr, bp, brs, cp, ldc, first, bias_j);
           else if (cols == nr)
-            micro_kernel_rows<true>(rows, kc, ap, 1, mr, bp, nr, cp, ldc, first, bias_j);
+            micro_kernel_rows<true>(rows, kc, ap, 1, mr, bp, brs, cp, ldc, first, bias_j);
           else
             micro_kernel_edge<true>(kc, ap, 1, mr, bp, cp, ldc, first, rows, cols, bias_j);
         }
