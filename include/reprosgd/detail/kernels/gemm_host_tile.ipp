@@ -114,6 +114,19 @@ REPROSGD_IMPL_GEMM_TARGET inline void micro_kernel_edge(int kc, const float* ap,
     for (int j = 0; j < cols; ++j) c[r * ldc + j] = tile[r * nr + j];
 }
 
+/// One micro-tile of `rows` x `cols` (at most mr x nr): the kernel for its row count where all nr
+/// columns are there (B packed, brs = nr, or read in place), else the edge kernel on a local tile
+/// (B is then always a packed panel: B is read in place only for whole strips).
+template <bool Packed>
+REPROSGD_IMPL_GEMM_TARGET inline void micro_tile(int rows, int cols, int kc, const float* ap, std::ptrdiff_t ars,
+                                                 std::ptrdiff_t acs, const float* bp, std::ptrdiff_t brs, float* c,
+                                                 std::ptrdiff_t ldc, bool first, const float* bias) {
+  if (cols == nr)
+    micro_kernel_rows<Packed>(rows, kc, ap, ars, acs, bp, brs, c, ldc, first, bias);
+  else
+    micro_kernel_edge<Packed>(kc, ap, ars, acs, bp, c, ldc, first, rows, cols, bias);
+}
+
 /// The share of the micro-tiles' lanes an R x C product fills: R x C outputs over the mr x nr blocks
 /// that cover it.
 inline double lane_fill(int rows, int cols) {
@@ -234,23 +247,13 @@ REPROSGD_IMPL_GEMM_TARGET inline void compute_block(const Plan& pl, int sm0, int
             __builtin_prefetch(next_b + static_cast<std::ptrdiff_t>(q) * b.rs + nr - 1, 0, 3);
           }
         }
-        if (direct_a) {
-          const float* ap = a.data + static_cast<std::ptrdiff_t>(i) * a.rs + static_cast<std::ptrdiff_t>(p0) * a.cs;
-          if (rows == mr && cols == nr)
-            micro_kernel<false>(kc, ap, a.rs, a.cs, bp, brs, cp, ldc, first, bias_j);
-          else if (cols == nr)
-            micro_kernel_rows<false>(rows, kc, ap, a.rs, a.cs, bp, brs, cp, ldc, first, bias_j);
-          else
-            micro_kernel_edge<false>(kc, ap, a.rs, a.cs, bp, cp, ldc, first, rows, cols, bias_j);
-        } else {
-          const float* ap = abuf + static_cast<std::ptrdiff_t>(sm - sm0) * mr * kc;
-          if (rows == mr && cols == nr)
-            micro_kernel<true>(kc, ap, 1, mr, bp, brs, cp, ldc, first, bias_j);
-          else if (cols == nr)
-            micro_kernel_rows<true>(rows, kc, ap, 1, mr, bp, brs, cp, ldc, first, bias_j);
-          else
-            micro_kernel_edge<true>(kc, ap, 1, mr, bp, cp, ldc, first, rows, cols, bias_j);
-        }
+        if (direct_a)
+          micro_tile<false>(rows, cols, kc,
+                            a.data + static_cast<std::ptrdiff_t>(i) * a.rs + static_cast<std::ptrdiff_t>(p0) * a.cs,
+                            a.rs, a.cs, bp, brs, cp, ldc, first, bias_j);
+        else
+          micro_tile<true>(rows, cols, kc, abuf + static_cast<std::ptrdiff_t>(sm - sm0) * mr * kc, 1, mr, bp, brs, cp,
+                           ldc, first, bias_j);
       }
     }
   }
