@@ -12,8 +12,10 @@
 # and --double more trials kill two random ranks 0-50 ms apart. Each trial is one of
 #   ok        finished with the reference fingerprint (the kill may have come after the end)
 #   startup   ended during MPI's start-up with exit 76 and a survivor's one line (relaunchable):
-#             inside MPI_Init (the watchdog), or in the set-up collectives after it (the policy's
-#             MPI_Comm_dup or split: "failed while the ranks were setting up")
+#             inside MPI_Init (its deadline, an error it returned or a crash inside it: the start-up
+#             guard's "MPI_Init_thread did not finish / failed / crashed"), or in the set-up
+#             collectives after it (the policy's MPI_Comm_dup or split: "failed while the ranks were
+#             setting up")
 #   policy    ended with exit 7 and one of the documented errors of model and hybrid parallelism:
 #             a shard lost with every copy of it (its buddy's, another replica's) and no checkpoint
 #             to fall back to (docs/fault_tolerance.md, "What is missing")
@@ -131,7 +133,7 @@ for mode in ${modes//,/ }; do
     if [[ -z $verdict ]]; then
       if [[ -n $fp ]]; then
         [[ $fp == "$ref" ]] && verdict=ok || verdict=WRONG
-      elif ((rc == 76)) && grep -q -e "MPI_Init_thread did not finish within" \
+      elif ((rc == 76)) && grep -aq -e "reprosgd::MpiEnvironment: MPI_Init_thread " \
              -e "failed while the ranks were setting up" "$tmp/out"; then
         verdict=startup
       elif ((rc == 7)) && grep -q -e "no checkpoint directory is set to fall back to" \

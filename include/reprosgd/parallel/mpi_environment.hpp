@@ -9,12 +9,14 @@
 #endif
 
 #include <reprosgd/detail/mpi_check.hpp>
+#include <reprosgd/detail/signal_exit.hpp>
 #include <reprosgd/detail/watchdog.hpp>
 #include <reprosgd/error.hpp>
 
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 REPROSGD_BEGIN_NAMESPACE
@@ -29,9 +31,14 @@ struct MpiStartOptions {
   /// The thread level asked of MPI_Init_thread.
   int required = MPI_THREAD_FUNNELED;
   /// Seconds MPI_Init_thread may take before the process ends itself (one line on standard error,
-  /// exit startup_failure_exit_code); 0: no limit. A process of the job that dies while MPI starts
-  /// leaves the others inside MPI_Init_thread for ever, even under ULFM (whose no-hang promise
-  /// starts once MPI is initialised; Open MPI 5 waits in PMIx_Get for the dead process's address).
+  /// exit startup_failure_exit_code); 0: no limit and no start-up guard. A process of the job that
+  /// dies while MPI starts leaves the others inside MPI_Init_thread for ever, even under ULFM (whose
+  /// no-hang promise starts once MPI is initialised; Open MPI 5 waits in PMIx_Get for the dead
+  /// process's address). With a limit, the two other ways such a death shows inside
+  /// MPI_Init_thread end the same way: an error it returns (Open MPI's "unreachable" peer; its
+  /// initial error handler is made MPI_ERRORS_RETURN for the call unless the environment chooses
+  /// one, and MPI_ERRORS_ARE_FATAL is set on MPI_COMM_WORLD and MPI_COMM_SELF after it), and a
+  /// crash inside it (detail::SignalExit).
   double init_timeout = 0.0;
 };
 
@@ -94,14 +101,10 @@ class MpiEnvironment {
     } else {
       if (detail::mpi_finalized())
         throw comm_error("reprosgd::MpiEnvironment: MPI was already finalised; it cannot be initialised again");
-      detail::Watchdog deadline(init_timeout,
-                                "reprosgd::MpiEnvironment: MPI_Init_thread did not finish within " +
-                                    detail::seconds_text(init_timeout) +
-                                    " s (a process of the job probably died while it started); exiting with " +
-                                    std::to_string(startup_failure_exit_code) + " so that the job is relaunched",
-                                startup_failure_exit_code);
-      detail::mpi_check(MPI_Init_thread(argc, argv, required, &provided_), "reprosgd::MpiEnvironment: MPI_Init_thread");
-      deadline.disarm();
+      if (init_timeout > 0.0)
+        guarded_init(argc, argv, required, init_timeout);
+      else
+        detail::mpi_check(MPI_Init_thread(argc, argv, required, &provided_), "reprosgd::MpiEnvironment: MPI_Init_thread");
       owner_ = true;
     }
     if (provided_ < required) {
@@ -111,6 +114,41 @@ class MpiEnvironment {
       }
       throw config_error("reprosgd::MpiEnvironment: MPI provides thread level " + std::to_string(provided_) +
                          ", below the required " + std::to_string(required));
+    }
+  }
+
+  // MPI_Init_thread under the start-up guard: a deadline, errors returned, crashes caught; each
+  // ends the process with one line and startup_failure_exit_code (MPI cannot be used or finalised
+  // after a failed MPI_Init_thread, so there is nothing to unwind).
+  void guarded_init(int* argc, char*** argv, int required, double init_timeout) {
+    const std::string why = " (a process of the job probably died while it started); exiting with " +
+                            std::to_string(startup_failure_exit_code) + " so that the job is relaunched";
+    detail::Watchdog deadline(init_timeout,
+                              "reprosgd::MpiEnvironment: MPI_Init_thread did not finish within " +
+                                  detail::seconds_text(init_timeout) + " s" + why,
+                              startup_failure_exit_code);
+    detail::SignalExit crash("reprosgd::MpiEnvironment: MPI_Init_thread crashed", why, startup_failure_exit_code);
+    // Open MPI reads its initial error handler (MPI 4's mpi_initial_errhandler) from the
+    // environment; other MPIs ignore the variable.
+    constexpr const char* initial_errhandler = "OMPI_MCA_mpi_initial_errhandler";
+    const bool set_here = std::getenv(initial_errhandler) == nullptr;
+    if (set_here) ::setenv(initial_errhandler, "mpi_errors_return", 1);
+    const int rc = MPI_Init_thread(argc, argv, required, &provided_);
+    if (rc != MPI_SUCCESS) {
+      const std::string line = "reprosgd::MpiEnvironment: MPI_Init_thread failed: " + detail::mpi_error_string(rc) + why + "\n";
+      std::fflush(stderr);
+      std::fwrite(line.data(), 1, line.size(), stderr);
+      std::fflush(stderr);
+      std::_Exit(startup_failure_exit_code);
+    }
+    crash.release();
+    deadline.disarm();
+    if (set_here) {
+      ::unsetenv(initial_errhandler);
+      detail::mpi_check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL),
+                        "reprosgd::MpiEnvironment: MPI_Comm_set_errhandler");
+      detail::mpi_check(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL),
+                        "reprosgd::MpiEnvironment: MPI_Comm_set_errhandler");
     }
   }
 
