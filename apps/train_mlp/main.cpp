@@ -435,7 +435,7 @@ int main(int argc, char** argv) {
                  "restart (exit 75 for scripts/relaunch.sh, which resumes from the newest checkpoint)")
       ->check(CLI::IsMember({"abort", "shrink", "restart"}));
   app.add_option("--inject-failure", c.inject_failure,
-                 "kill ranks on purpose: RANK@STEP[:step|allreduce|checkpoint|setup][,...] (MPI_COMM_WORLD ranks; "
+                 "kill ranks on purpose: RANK@STEP[:step|allreduce|checkpoint|setup|start][,...] (MPI_COMM_WORLD ranks; "
                  "ignored when relaunched, REPROSGD_ATTEMPT > 1)");
   app.add_option("--parallel", c.parallel,
                  "data (every rank holds the model) | model (every Dense layer's outputs split over all ranks) | "

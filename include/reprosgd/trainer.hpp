@@ -364,6 +364,7 @@ class Trainer {
   template <class Model, Optimizer Opt, class Data>
   void start_fit(FitRun& run, Model& model, const Opt& opt, TrainState<Opt, memory_space>& state, const Data& train,
                  const Data* test) {
+    if constexpr (FailureInjecting<Par>) par_.failure_point(state.step, FailurePoint::start);
     detail::agreed(par_, "reprosgd::Trainer::fit", [&] {
       detail::check_data_for(model, train, "train", options_.loss);
       if (test) detail::check_data_for(model, *test, "test", options_.loss);

@@ -22,15 +22,18 @@ enum class FailurePoint {
   checkpoint,  ///< while a checkpoint is being written
   setup,       ///< while the ranks set up, after MPI_Init and before the policy's first collective
                ///< (train_mlp reaches it once, as step 0, before it makes the policy's communicators)
+  start,       ///< at fit()'s start stage, before its agreements on the inputs and its first buddy
+               ///< snapshot (at the step fit() begins from)
 };
 
-/// The spelling of a point in a schedule ("step", "allreduce", "checkpoint", "setup").
+/// The spelling of a point in a schedule ("step", "allreduce", "checkpoint", "setup", "start").
 constexpr const char* to_string(FailurePoint p) noexcept {
   switch (p) {
     case FailurePoint::step: return "step";
     case FailurePoint::allreduce: return "allreduce";
     case FailurePoint::checkpoint: return "checkpoint";
     case FailurePoint::setup: return "setup";
+    case FailurePoint::start: return "start";
   }
   return "unknown";
 }

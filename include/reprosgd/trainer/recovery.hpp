@@ -228,8 +228,14 @@ class Recovery {
       why = "reprosgd::Trainer::fit: lost rank(s) " + detail::rank_list(event.lost_ranks) +
             " before fit() took its first buddy snapshot, so their shards have no copy";
     }
+    // A failure in fit()'s start stage can strike before the ranks agreed that the state is
+    // start()'s; the survivors agree on it now. Their shards speak for the lost ones: every way to
+    // change a shard between start() and fit() (a resume, a load) is collective, so a lost shard
+    // is start()'s whenever every surviving one is. The agreement fails alike on every survivor if
+    // yet another rank dies (recover() then repairs again).
+    if (!snapshot && !pristine_start_) establish_pristine_start(par, model, state);
     if (!why.empty()) {
-      // pristine_start_ was agreed before the failure, so every survivor takes the same branch.
+      // pristine_start_ is agreed, so every survivor takes the same branch.
       const bool resumed = !checkpoint_dir.empty() && resume().resumed;
       if (resumed) {
         event.restored_from = "checkpoint";

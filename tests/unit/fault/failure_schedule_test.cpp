@@ -31,7 +31,7 @@ std::string parse_error(const std::string& spec) {
 
 std::string expected_error(const std::string& problem, const std::string& token, const std::string& spec) {
   return "reprosgd::FailureSchedule::parse: " + problem + " in entry \"" + token + "\" of \"" + spec +
-         "\" (expected RANK@STEP[:step|allreduce|checkpoint|setup], e.g. 2@17:allreduce)";
+         "\" (expected RANK@STEP[:step|allreduce|checkpoint|setup|start], e.g. 2@17:allreduce)";
 }
 
 /// Run maybe_fail in a child process; its wait status.
@@ -70,6 +70,12 @@ TEST_CASE("FailureSchedule::parse reads ranks, steps and points") {
   CHECK(setup.scheduled(2, 0, FailurePoint::setup));
   CHECK_FALSE(setup.scheduled(2, 0, FailurePoint::step));
   CHECK(std::string(reprosgd::to_string(FailurePoint::setup)) == "setup");
+  // fit()'s start stage (before its agreements and first buddy snapshot).
+  const FailureSchedule start = FailureSchedule::parse("1@0:start,3@20:start");
+  CHECK(start.failures() == std::vector<ScheduledFailure>{{1, 0, FailurePoint::start}, {3, 20, FailurePoint::start}});
+  CHECK(start.scheduled(3, 20, FailurePoint::start));
+  CHECK_FALSE(start.scheduled(1, 0, FailurePoint::step));
+  CHECK(std::string(reprosgd::to_string(FailurePoint::start)) == "start");
 }
 
 TEST_CASE("FailureSchedule::parse names the bad entry exactly") {
@@ -109,7 +115,7 @@ TEST_CASE("FailureSchedule::maybe_fail kills the process with SIGKILL exactly wh
   s.maybe_fail(0, 0, "checkpoint");  // not scheduled: returns
   CHECK_THROWS_WITH_AS(s.maybe_fail(0, 0, "reduce"),
                        "reprosgd::FailureSchedule::maybe_fail: unknown point \"reduce\" (expected step, allreduce, "
-                       "checkpoint or setup)",
+                       "checkpoint, setup or start)",
                        reprosgd::config_error);
 }
 
