@@ -107,10 +107,17 @@ inline Isa best_isa() {
 /// and C: with K blocks of 512 that is about 192 rows, with K = 128 (the weight gradients) the cap
 /// of mc_strips rows. Fewer, taller tiles pack each B micro-panel fewer times (measured on 784x512x128:
 /// 0.79-0.86 -> 0.99-1.03 of OpenBLAS with 384-row instead of 144-row tiles).
+/// A row-major B is read in place (not packed) when a tile has at most this many row strips: each
+/// micro-panel is then read by so few micro-kernel calls that copying it costs more than reading it
+/// at its row stride (the first call brings it into L1/L2, the next ones find it there).
+#ifndef REPROSGD_IMPL_GEMM_DIRECT_B_MAX_STRIPS
+#define REPROSGD_IMPL_GEMM_DIRECT_B_MAX_STRIPS 3
+#endif
 #ifndef REPROSGD_IMPL_GEMM_A_BLOCK_BYTES
 #define REPROSGD_IMPL_GEMM_A_BLOCK_BYTES (384 * 1024)
 #endif
 inline constexpr int mc_strips = REPROSGD_IMPL_GEMM_MC_STRIPS;
+inline constexpr int direct_b_max_strips = REPROSGD_IMPL_GEMM_DIRECT_B_MAX_STRIPS;
 inline constexpr int nc_max = REPROSGD_IMPL_GEMM_NC;
 inline constexpr int pack_a_min_strips = REPROSGD_IMPL_GEMM_PACK_A_MIN_STRIPS;
 inline constexpr int a_block_bytes = REPROSGD_IMPL_GEMM_A_BLOCK_BYTES;

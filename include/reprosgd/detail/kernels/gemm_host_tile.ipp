@@ -217,10 +217,14 @@ REPROSGD_IMPL_GEMM_TARGET inline void compute_block(const Plan& pl, int sm0, int
     for (int sn = sn0; sn < sn1; ++sn) {
       const int j = sn * nr;
       const int cols = std::min(nr, pl.n - j);
-      // The B micro-panel is packed just before the row strips use it, so it is hot in L1. Where one
-      // row strip uses it (C^T of the output layer: 10 rows) and B is row-major, the kernel reads B
-      // in place instead: the copy would be read once (it was a fifth of tn 512x10x128).
-      const bool direct_b = b.cs == 1 && sm1 - sm0 == 1 && cols == nr;
+      // The B micro-panel is packed just before the row strips use it, so it is hot in L1. Where at
+      // most direct_b_max_strips row strips use it and B is row-major, the kernel reads B in place
+      // instead: the copy would be read once (C^T of the output layer, 10 rows: it was a fifth of
+      // tn 512x10x128) or a few times (a micro-batch of 32 or 16 rows times the weights: the first
+      // call brings the panel into L1/L2; nn 32x512x784 1.06 -> 1.18-1.23 of OpenBLAS, 16x512x784
+      // 1.00 -> 1.24, 1 thread, Zen 4). Prefetching the next panel, which helps the packed path,
+      // did not help here (16x512x784: 1.17-1.18 with it).
+      const bool direct_b = b.cs == 1 && sm1 - sm0 <= direct_b_max_strips && cols == nr;
       const float* bp = bbuf;
       std::ptrdiff_t brs = nr;
       if (direct_b) {
