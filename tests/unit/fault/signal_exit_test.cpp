@@ -6,49 +6,26 @@
 #include <reprosgd/detail/signal_exit.hpp>
 
 #include <doctest/doctest.h>
+#include <support/child_process.hpp>
 
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
 
 namespace {
 
-struct ChildEnd {
-  int exit_code = -1;  // -1: it did not exit normally
-  int signal = 0;      // the signal that ended it, 0 if none
-  std::string err;     // what it wrote to standard error
-};
+using reprosgd_test::ChildEnd;
 
-// Runs body() in a child process whose standard error goes to a pipe, with the guarded signals at
-// their default (doctest's crash handlers, inherited from the test runner, would otherwise be the
-// program's handlers that SignalExit leaves alone); the child then exits 0.
+// Body run in a child with the guarded signals at their default first: doctest's crash handlers,
+// inherited from the test runner, would otherwise be the program's handlers that SignalExit leaves
+// alone.
 template <class Body>
 ChildEnd in_child(Body body) {
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::dup2(fds[1], STDERR_FILENO);
-    ::close(fds[0]);
-    ::close(fds[1]);
+  return reprosgd_test::in_child([&] {
     for (const auto& s : reprosgd::detail::SignalExit::signals) ::signal(s.number, SIG_DFL);
     body();
-    std::_Exit(0);
-  }
-  ::close(fds[1]);
-  ChildEnd r;
-  char buf[512];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) r.err.append(buf, static_cast<std::size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-  return r;
+  });
 }
 
 void no_handler(int) {}

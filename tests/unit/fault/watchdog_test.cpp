@@ -5,9 +5,7 @@
 #include <reprosgd/detail/watchdog.hpp>
 
 #include <doctest/doctest.h>
-
-#include <sys/wait.h>
-#include <unistd.h>
+#include <support/child_process.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -16,46 +14,12 @@
 #include <string>
 #include <thread>
 
-namespace {
-
-struct ChildResult {
-  int exit_code = -1;     // -1: it did not exit normally
-  std::string err;        // what it wrote to standard error
-  double seconds = 0.0;   // from fork to its end
-};
-
-// Runs body() in a child process whose standard error goes to a pipe; the child then exits 0.
-template <class Body>
-ChildResult in_child(Body body) {
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  const auto start = std::chrono::steady_clock::now();
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::dup2(fds[1], STDERR_FILENO);
-    ::close(fds[0]);
-    ::close(fds[1]);
-    body();
-    std::_Exit(0);
-  }
-  ::close(fds[1]);
-  ChildResult r;
-  char buf[512];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) r.err.append(buf, static_cast<std::size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  return r;
-}
-
-}  // namespace
+using reprosgd_test::ChildEnd;
+using reprosgd_test::in_child;
 
 TEST_SUITE("fault/watchdog") {
   TEST_CASE("an expired deadline ends the process with its exit code and one line, without waiting for the call") {
-    const ChildResult r = in_child([] {
+    const ChildEnd r = in_child([] {
       reprosgd::detail::Watchdog w(0.2, "the call did not finish within 0.2 s", 76);
       std::this_thread::sleep_for(std::chrono::seconds(30));  // the call that hangs
     });
@@ -65,7 +29,7 @@ TEST_SUITE("fault/watchdog") {
   }
 
   TEST_CASE("disarmed in time, or by its destructor: the process goes on and writes nothing") {
-    const ChildResult disarmed = in_child([] {
+    const ChildEnd disarmed = in_child([] {
       reprosgd::detail::Watchdog w(0.3, "expired", 76);
       if (!w.armed()) std::_Exit(3);
       w.disarm();
@@ -75,7 +39,7 @@ TEST_SUITE("fault/watchdog") {
     });
     CHECK(disarmed.exit_code == 0);
     CHECK(disarmed.err.empty());
-    const ChildResult scoped = in_child([] {
+    const ChildEnd scoped = in_child([] {
       { reprosgd::detail::Watchdog w(0.3, "expired", 76); }
       std::this_thread::sleep_for(std::chrono::milliseconds(600));
     });
