@@ -482,7 +482,11 @@ class FiberModelParallel {
   }
 
   // FailureInjecting: the Trainer reports each step's start, which is how the world knows the step.
-  void failure_point(std::uint64_t step, reprosgd::FailurePoint) { grid_->world().set_step(grid_->original_rank(), step); }
+  // A step's start (or its checkpoint) moves the rank to that step; fit()'s start stage does not:
+  // its collectives count as before_first_step.
+  void failure_point(std::uint64_t step, reprosgd::FailurePoint point) {
+    if (point != reprosgd::FailurePoint::start) grid_->world().set_step(grid_->original_rank(), step);
+  }
   [[nodiscard]] bool failure_scheduled(std::uint64_t, reprosgd::FailurePoint) const noexcept { return false; }
   void die_if_scheduled(std::uint64_t, reprosgd::FailurePoint) const noexcept {}
 

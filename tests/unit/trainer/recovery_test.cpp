@@ -313,7 +313,7 @@ TEST_SUITE("trainer recovery (in-process fake of a recoverable policy)") {
     CHECK(abort.state.step == 2);
   }
 
-  TEST_CASE("the Trainer reports every step's start to a FailureInjecting policy, and each checkpoint write") {
+  TEST_CASE("the Trainer reports fit()'s start, every step's start and each checkpoint write to a FailureInjecting policy") {
     auto o = options();
     o.epochs = 1;
     const auto dir = fresh_dir("points");
@@ -321,7 +321,7 @@ TEST_SUITE("trainer recovery (in-process fake of a recoverable policy)") {
     o.checkpoint_every = 3;
     FaultyRun<Kokkos::DefaultExecutionSpace> run(2, {}, o);
     run.fit();
-    std::vector<std::pair<std::uint64_t, reprosgd::FailurePoint>> expected;
+    std::vector<std::pair<std::uint64_t, reprosgd::FailurePoint>> expected{{0, reprosgd::FailurePoint::start}};
     for (std::uint64_t s = 0; s < 8; ++s) {
       expected.emplace_back(s, reprosgd::FailurePoint::step);
       if ((s + 1) % 3 == 0 || s == 7) expected.emplace_back(s + 1, reprosgd::FailurePoint::checkpoint);

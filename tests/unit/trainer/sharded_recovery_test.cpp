@@ -285,13 +285,26 @@ TEST_SUITE("trainer recovery of sharded state (ranks as fibers)") {
   }
   TEST_CASE_TEMPLATE_APPLY(pair_id, reprosgd_test::host_spaces);
 
-  TEST_CASE_TEMPLATE_DEFINE("a failure before the first buddy snapshot: the disk checkpoint, or the documented error",
+  TEST_CASE_TEMPLATE_DEFINE("a failure before the first buddy snapshot: the disk checkpoint, or the seed",
                             Space, first_id) {
     const auto expected = one_process<Space>();
     constexpr auto start = FiberWorld::before_first_step;
-    SUBCASE("a fresh run, rank 2 lost in the configuration check: nothing to restore from") {
+    SUBCASE("a fresh run, rank 2 lost in the configuration check, before the ranks agreed that their state is "
+            "start()'s: the survivors agree on it in the recovery; drawn again from the seed, the failure-free bits") {
       FiberWorld world(3, {{start, "allreduce_max", 1, 2}});
-      (void)sharded_run<Space>(world, 3, options());
+      const auto results = sharded_run<Space>(world, 3, options());
+      CHECK(world.killed(2));
+      for (int r : {0, 1}) {
+        const reprosgd::FailureEvent e = survived(world, results, r, expected);
+        CHECK(e.restored_from == "seed");
+        CHECK(e.resumed_from == 0);
+        CHECK(e.new_size == 2);
+      }
+    }
+    SUBCASE("fit() began from a changed state, rank 2 lost in the configuration check: nothing to restore from, the "
+            "documented error") {
+      FiberWorld world(3, {{start, "allreduce_max", 1, 2}});
+      (void)sharded_run<Space>(world, 3, options(), false, [](auto& m) { halve_all(m.parameters()); });
       CHECK(world.killed(2));
       for (int r : {0, 1})
         CHECK(message_of(world.error(r)) ==
