@@ -3,9 +3,9 @@
 ///
 /// The Watchdog's sibling, for the other way a call with no failure notification of its own can
 /// end: Open MPI 5's MPI_Init_thread, when a process of the job dies at the end of the start-up
-/// exchange, can crash a survivor (SIGSEGV in its error path, seen in CI) instead of returning an
-/// error. Under ULFM the launcher counts a rank killed by a signal as a tolerated failure, so three
-/// survivors crashing that way ended a job with exit 0 and no result. Inside the guarded call the
+/// exchange, can crash a survivor (SIGSEGV, seen in CI and reproduced) instead of returning an
+/// error. Under ULFM the launcher counts a rank killed by a signal as a tolerated failure, so a
+/// survivor crashing that way ended a job with exit 0 and no result. Inside the guarded call the
 /// crash has the same meaning as the deadline expiring, and gets the same exit.
 #pragma once
 
@@ -17,8 +17,6 @@
 
 #include <array>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 REPROSGD_BEGIN_NAMESPACE

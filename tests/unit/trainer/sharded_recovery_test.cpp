@@ -142,6 +142,16 @@ reprosgd::FailureEvent survived(const FiberWorld& world, const std::vector<RankR
 
 }  // namespace
 
+// A survivor of a run left with 2 ranks whose lost shards came back from the seed: the one-process
+// bits, and an event that says so.
+template <class Results, class Expected>
+void from_seed_on_two(const FiberWorld& world, const Results& results, int r, const Expected& expected) {
+  const reprosgd::FailureEvent e = survived(world, results, r, expected);
+  CHECK(e.restored_from == "seed");
+  CHECK(e.resumed_from == 0);
+  CHECK(e.new_size == 2);
+}
+
 TEST_SUITE("trainer recovery of sharded state (ranks as fibers)") {
   TEST_CASE_TEMPLATE_DEFINE("without failures, 3 ranks splitting the model train the one-process bits", Space, clean_id) {
     const auto expected = one_process<Space>();
@@ -254,12 +264,7 @@ TEST_SUITE("trainer recovery of sharded state (ranks as fibers)") {
       o.checkpoint_every = 12;  // the first would come after step 12
       FiberWorld world(4, both);
       const auto results = sharded_run<Space>(world, 4, o);
-      for (int r : {0, 3}) {
-        const reprosgd::FailureEvent e = survived(world, results, r, expected);
-        CHECK(e.restored_from == "seed");
-        CHECK(e.resumed_from == 0);
-        CHECK(e.new_size == 2);
-      }
+      for (int r : {0, 3}) from_seed_on_two(world, results, r, expected);
       std::filesystem::remove_all(o.checkpoint_dir);
     }
     SUBCASE("without a checkpoint directory: drawn again from the seed on the 2 survivors, the failure-free bits") {
@@ -294,12 +299,7 @@ TEST_SUITE("trainer recovery of sharded state (ranks as fibers)") {
       FiberWorld world(3, {{start, "allreduce_max", 1, 2}});
       const auto results = sharded_run<Space>(world, 3, options());
       CHECK(world.killed(2));
-      for (int r : {0, 1}) {
-        const reprosgd::FailureEvent e = survived(world, results, r, expected);
-        CHECK(e.restored_from == "seed");
-        CHECK(e.resumed_from == 0);
-        CHECK(e.new_size == 2);
-      }
+      for (int r : {0, 1}) from_seed_on_two(world, results, r, expected);
     }
     SUBCASE("fit() began from a changed state, rank 2 lost in the configuration check: nothing to restore from, the "
             "documented error") {
@@ -315,12 +315,7 @@ TEST_SUITE("trainer recovery of sharded state (ranks as fibers)") {
       FiberWorld world(3, {{start, "buddy_ring", 1, 0}});
       const auto results = sharded_run<Space>(world, 3, options());
       CHECK(world.killed(0));
-      for (int r : {1, 2}) {
-        const reprosgd::FailureEvent e = survived(world, results, r, expected);
-        CHECK(e.restored_from == "seed");
-        CHECK(e.resumed_from == 0);
-        CHECK(e.new_size == 2);
-      }
+      for (int r : {1, 2}) from_seed_on_two(world, results, r, expected);
     }
     SUBCASE("a resumed run, rank 0 lost in the first snapshot's exchange: the checkpoint again, the failure-free bits") {
       auto o = options();
