@@ -237,6 +237,9 @@ int run(Config c) {  // a copy: standardize() adds the statistics it computed
   if (!c.grid.empty()) (void)GridShape::parse(c.grid);  // a typo fails before any work
 #endif
   if (!c.inject_failure.empty()) (void)FailureSchedule::parse(c.inject_failure);  // a typo fails before any work
+  if (c.spares > 0 && c.fault_tolerance != "shrink")
+    throw config_error("train_mlp: --spares " + std::to_string(c.spares) +
+                       " needs --fault-tolerance shrink (spares replace the ranks a shrink lost)");
   if (!c.model.empty()) {
     if (c.layers_given) throw config_error("train_mlp: --model and --layers exclude each other (--layers is the MLP shorthand)");
     if (!c.save_model.empty() || !c.save_initial.empty())
@@ -435,7 +438,7 @@ int main(int argc, char** argv) {
                  "restart (exit 75 for scripts/relaunch.sh, which resumes from the newest checkpoint)")
       ->check(CLI::IsMember({"abort", "shrink", "restart"}));
   app.add_option("--inject-failure", c.inject_failure,
-                 "kill ranks on purpose: RANK@STEP[:step|allreduce|checkpoint|setup|start][,...] (MPI_COMM_WORLD ranks; "
+                 "kill ranks on purpose: RANK@STEP[:step|allreduce|checkpoint|setup|start|regrow][,...] (MPI_COMM_WORLD ranks; "
                  "ignored when relaunched, REPROSGD_ATTEMPT > 1)");
   app.add_option("--parallel", c.parallel,
                  "data (every rank holds the model) | model (every Dense layer's outputs split over all ranks) | "
@@ -456,6 +459,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--min-ranks", c.min_ranks, "shrink: end with an error (and a checkpoint) below this many ranks")
       ->check(CLI::PositiveNumber);
+  app.add_option("--spares", c.spares,
+                 "shrink: the job's last N ranks are spares, held idle and recruited after a failure so that the job "
+                 "grows back to its size with the same bits (regrow); 0: none")
+      ->check(CLI::NonNegativeNumber);
   bool version = false;
   app.add_flag("--version", version,
                "print the library, Kokkos (version, backends), compiler, flags, MPI (library, ULFM) and CPU GEMM "

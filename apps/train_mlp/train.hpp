@@ -98,6 +98,7 @@ struct Config {
   std::string fault_tolerance = "abort";
   std::string inject_failure;
   int min_ranks = 1;
+  int spares = 0;  // --spares: the job's last ranks held idle to replace lost ones (regrow)
   double startup_timeout = 30.0;  // --startup-timeout S: the deadline of MPI_Init_thread (0: none)
   std::string parallel = "data";
   std::string grid;
@@ -140,6 +141,23 @@ inline int world_rank() {
 // The policy object for a run: a model-parallel grid from --parallel/--grid, default otherwise.
 template <class Par>
 Par make_policy(const Config& c) {
+#if REPROSGD_HAS_ULFM
+  // --spares N: the last N ranks wait idle in a SparePool until a failure needs them.
+  if constexpr (std::is_constructible_v<Par, std::shared_ptr<reprosgd::SparePool>>) {
+    if (c.spares > 0) {
+      auto pool = std::make_shared<reprosgd::SparePool>(MPI_COMM_WORLD, c.spares);
+      if constexpr (std::is_constructible_v<Par, reprosgd::GridShape, std::shared_ptr<reprosgd::SparePool>>) {
+        const int p = pool->target();
+        const reprosgd::GridShape shape = c.parallel == "model" ? reprosgd::GridShape{1, p}
+                                          : c.grid.empty()      ? reprosgd::GridShape::balanced(p)
+                                                                : reprosgd::GridShape::parse(c.grid);
+        return Par(shape, std::move(pool));
+      } else {
+        return Par(std::move(pool));
+      }
+    }
+  }
+#endif
 #if REPROSGD_HAS_MPI
   if constexpr (std::is_constructible_v<Par, reprosgd::GridShape>) {
     int p = 1;
@@ -155,9 +173,12 @@ Par make_policy(const Config& c) {
     return Par{};
   }
 }
-// Who prints: rank 0 of the whole job (a model-parallel policy's rank() is its data dimension).
+// Who prints: rank 0 of the whole job (a model-parallel policy's rank() is its data dimension);
+// nobody on an idle spare (-1), whose group of one would call it rank 0.
 template <class Par>
 int printing_rank(const Par& par) {
+  if constexpr (requires { par.spare(); })
+    if (par.spare()) return -1;
   if constexpr (requires { par.world_rank(); }) return par.world_rank();
   return par.rank();
 }
@@ -287,8 +308,9 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
   const int rank = printing_rank(trainer.parallelism());
   auto state = trainer.start(model, opt);
   // The parameters start() drew from --seed: the same whether or not a checkpoint is loaded next.
+  const bool spare = rank < 0;  // an idle spare rank (--spares): it saves, loads and prints nothing
   if constexpr (!is_network_v<Model>)  // run() refuses --save-initial and --save-model with --model
-  if (!c.save_initial.empty()) {
+  if (!c.save_initial.empty() && !spare) {
     save_model_in_format(trainer, model, state, c.save_initial, c.format, c.normalization);
     if (!c.quiet && rank == 0) std::printf("initial model saved to %s\n", c.save_initial.c_str());
   }
@@ -324,7 +346,9 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
         std::printf("resumed from %s at step %llu\n", c.resume.c_str(), static_cast<unsigned long long>(info.step));
     }
   };
-  if (c.format == "binary") setup(BinaryFormat{});
+  // A spare receives the state when recruited (resuming alone would only read the files).
+  if (spare) {
+  } else if (c.format == "binary") setup(BinaryFormat{});
   else if (c.format == "json") setup(JsonFormat{});
   else setup(PortableBinaryFormat{});
   std::uint64_t saved_at = state.step;  // nothing new to save before the first step
@@ -369,6 +393,10 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
       throw reported_error{rc};
     }
     throw;
+  }
+  if (result.idle_spare) {  // never needed: nothing trained here, nothing to say
+    peer_died = result.workers_failed;  // the workers end as survivors do (main())
+    return 0;
   }
   peer_died = !result.failures.empty();
   progress.finish();

@@ -173,6 +173,8 @@ class Trainer {
     static_assert(in_my_memory<Model>, "reprosgd::Trainer: the model's parameters must live in the memory space of "
                                        "the policy's execution space (make_sequential<memory_space>(layers...))");
     FitRun run = plan_fit(train);
+    if constexpr (RegrowableParallelism<Par>)
+      if (par_.has_spares()) return fit_with_spares(run, model, opt, state, train, test, callbacks...);
     return run_fit(run, model, opt, state, train, test, callbacks...);
   }
   /// fit() without a test set.
@@ -253,6 +255,45 @@ class Trainer {
     trace_.finish(par_);
     return run.result;
   }
+  // fit() in a job with spare ranks (RegrowableParallelism). A spare waits until the survivors
+  // of a failure recruit it — then it takes part in their recovery, receives the state and trains
+  // on from their stage — or until the workers' fit() ends. Every worker's fit() releases the idle
+  // spares when it returns (code 0, or 2 after a failure) or throws (code 1: a spare then throws
+  // too), so no spare outlives the run.
+  template <class Model, Optimizer Opt, class Data, class... Callbacks>
+  FitResult fit_with_spares(detail::FitRun<Ckpt>& run, Model& model, const Opt& opt, TrainState<Opt, memory_space>& state,
+                            const Data& train, const Data* test, Callbacks&... callbacks)
+    requires RegrowableParallelism<Par>
+  {
+    struct ReleaseSpares {
+      Par& par;
+      int code = 1;
+      ~ReleaseSpares() { par.release_spares(code); }
+    } release{par_};
+    if (!options_.trace.empty() || options_.dump_step >= 0)
+      throw config_error("reprosgd::Trainer::fit: trace and dump_step are not available in a job with spare ranks (a "
+                         "recruited spare joins mid-run, after the trace began); trace the same run without spares: "
+                         "the bits are the same");
+    if (par_.spare()) {
+      if constexpr (requires { par_.set_max_replicas(run.M); }) par_.set_max_replicas(run.M);
+      std::optional<RecoveryReport> recruited = par_.wait_for_work();
+      if (!recruited) {
+        if (par_.release_code() == 1)
+          throw comm_error("reprosgd::Trainer::fit: the workers' fit() ended with an error; this spare rank was not "
+                           "needed and leaves with it");
+        run.result.idle_spare = true;
+        run.result.workers_failed = par_.release_code() == 2;
+        return run.result;
+      }
+      plan_schedule(run, train);
+      repair(run, model, opt, state, train, std::move(recruited));
+      run.result.steps = state.step;
+    }
+    FitResult result = run_fit(run, model, opt, state, train, test, callbacks...);
+    release.code = result.failures.empty() ? 0 : 2;  // 2: completed after a failure
+    return result;
+  }
+
   // Where a stream's batches are gathered: the training space when it can reach the stream's memory.
   template <class MemorySpace>
   auto batch_space() {
@@ -392,9 +433,7 @@ class Trainer {
     if (static_cast<long>(train.size()) < run.B)
       throw config_error("reprosgd::Trainer::fit: the training set has " + std::to_string(train.size()) +
                          " samples, fewer than one global batch of " + std::to_string(run.B));
-    run.schedule = options_.schedule;
-    if (run.schedule.kind == ScheduleKind::cosine && run.schedule.total_steps == 0) run.schedule.total_steps = run.total;
-    run.schedule.check();
+    plan_schedule(run, train);
     lay_out(run, model);
     trace_.start(par_, options_, model, describe(model, opt, train), state.step);
     step_.record_tensors(trace_.records_tensors());
@@ -412,13 +451,22 @@ class Trainer {
                            std::to_string(run.total - 1) + ")");
       detail::agreed(par_, "reprosgd::Trainer::fit", [&] { dump_.prepare(); });
     }
-    run.regression = train.is_regression();
     run.result.steps = state.step;
     if constexpr (buddy_snapshots) {
       recovery_.establish_pristine_start(par_, model, state);
       recovery_.refresh(par_, model, state.optimizer, state.step);
     }
     run.stage = Stage::compute;
+  }
+
+  // The start stage's local part: the schedule and the kind of targets (a recruited spare, which
+  // joins after the start stage, sets them too).
+  template <class Data>
+  void plan_schedule(FitRun& run, const Data& train) const {
+    run.schedule = options_.schedule;
+    if (run.schedule.kind == ScheduleKind::cosine && run.schedule.total_steps == 0) run.schedule.total_steps = run.total;
+    run.schedule.check();
+    run.regression = train.is_regression();
   }
 
   // What depends on the rank count; again after a shrink.
@@ -607,22 +655,34 @@ class Trainer {
                                  "the newest checkpoint (exit code " + std::to_string(restart_code()) + ")",
                              failure.failed_ranks(), restart_code());
     } else {
-      const std::string dir = run.checkpoints ? run.checkpoints->directory().string() : std::string();
-      auto save = [&]() -> std::string {
-        if (!run.checkpoints) return {};
-        save_during_fit(*run.checkpoints, model, opt, state, train, /*wait=*/true);
-        return dir;
-      };
-      auto resume_from_disk = [&] { return resume(*run.checkpoints, model, opt, state, train); };
-      auto from_seed = [&] { state = draw_start_state(model, opt); };  // on the survivors' grid
-      const bool rolled_back = recovery_.recover(par_, state.step, static_cast<std::uint64_t>(run.stage),
-                                                 options_.min_ranks, model, opt, state, dir, save, resume_from_disk,
-                                                 from_seed);
-      lay_out(run, model);
-      if (rolled_back) {
-        run.stage = Stage::compute;
-        std::erase_if(run.epoch_steps, [&](const detail::StepRecord& r) { return r.step >= state.step; });
-      }
+      repair(run, model, opt, state, train);
+    }
+  }
+
+  // ShrinkAndContinue's recovery (trainer/recovery.hpp), on a survivor or on a spare just
+  // recruited (`recruited`: its report); then the step's layout for the new group, and after a
+  // rollback the steps to replay.
+  template <class Model, Optimizer Opt, class Data>
+  void repair(FitRun& run, Model& model, const Opt& opt, TrainState<Opt, memory_space>& state, const Data& train,
+              std::optional<RecoveryReport> recruited = std::nullopt) {
+    const std::string dir = run.checkpoints ? run.checkpoints->directory().string() : std::string();
+    auto save = [&]() -> std::string {
+      if (!run.checkpoints) return {};
+      save_during_fit(*run.checkpoints, model, opt, state, train, /*wait=*/true);
+      return dir;
+    };
+    auto resume_from_disk = [&] { return resume(*run.checkpoints, model, opt, state, train); };
+    auto from_seed = [&] { state = draw_start_state(model, opt); };  // on the survivors' grid
+    // Newcomers never ran the start stage's configuration check: run it with them.
+    auto joined = [&] { detail::check_same_configuration(par_, describe(model, opt, train), run.total); };
+    auto stage = static_cast<std::uint64_t>(run.stage);
+    const bool rolled_back = recovery_.recover(par_, state.step, stage, options_.min_ranks, model, opt, state, dir, save,
+                                               resume_from_disk, from_seed, joined, std::move(recruited));
+    run.stage = static_cast<Stage>(stage);
+    lay_out(run, model);
+    if (rolled_back) {
+      run.stage = Stage::compute;
+      std::erase_if(run.epoch_steps, [&](const detail::StepRecord& r) { return r.step >= state.step; });
     }
   }
 

@@ -80,6 +80,31 @@ TEST_SUITE("fault/buddy_store") {
     }
   }
 
+  TEST_CASE("a newcomer without a snapshot (a recruited spare) receives every shard, lost ones included") {
+    const int p = world_size(), r = world_rank();
+    if (p < 3) return;
+    // Members 0..p-2 snapshot; rank p-1 stands for a newcomer (a fresh store, as a recruited spare's).
+    reprosgd::BuddyStore store;
+    MPI_Comm first = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, r < p - 1 ? 0 : MPI_UNDEFINED, r, &first);
+    if (r < p - 1) {
+      Group old(first);
+      MPI_Comm_free(&first);
+      store.refresh(old, shard_of(r), 12);
+    }
+    // Member 0 is lost: the survivors 1..p-2 and the newcomer p-1 recover.
+    MPI_Comm after = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, r > 0 ? 0 : MPI_UNDEFINED, r, &after);
+    if (r == 0) return;
+    Group group(after);
+    MPI_Comm_free(&after);
+    const reprosgd::BuddyRecovery rec = store.recover(group);
+    CHECK(rec.step == 12);
+    CHECK(rec.complete());
+    REQUIRE(rec.shards.size() == static_cast<std::size_t>(p - 1));
+    for (int id = 0; id < p - 1; ++id) CHECK(rec.shards[static_cast<std::size_t>(id)] == shard_of(id));
+  }
+
   TEST_CASE("a shard staged in place: the same snapshot, the replaced one freed at commit, a pending one "
             "leaves the current intact") {
     const int p = world_size(), r = world_rank();
@@ -122,7 +147,7 @@ TEST_SUITE("fault/buddy_store") {
     reprosgd::BuddyStore store;
     Group world(MPI_COMM_WORLD);
     CHECK_THROWS_WITH_AS((void)store.recover(world),
-                         "reprosgd::BuddyStore::recover: a survivor has no snapshot (call refresh() first)",
+                         "reprosgd::BuddyStore::recover: no survivor has a snapshot (call refresh() first)",
                          reprosgd::config_error);
   }
 }

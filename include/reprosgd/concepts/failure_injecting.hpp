@@ -24,9 +24,11 @@ enum class FailurePoint {
                ///< (train_mlp reaches it once, as step 0, before it makes the policy's communicators)
   start,       ///< at fit()'s start stage, before its agreements on the inputs and its first buddy
                ///< snapshot (at the step fit() begins from)
+  regrow,      ///< during a regrow: the spares were recruited, the state not yet sent to them (at the
+               ///< step the failure interrupted; survivors and newcomers alike)
 };
 
-/// The spelling of a point in a schedule ("step", "allreduce", "checkpoint", "setup", "start").
+/// The spelling of a point in a schedule ("step", "allreduce", "checkpoint", "setup", "start", "regrow").
 constexpr const char* to_string(FailurePoint p) noexcept {
   switch (p) {
     case FailurePoint::step: return "step";
@@ -34,6 +36,7 @@ constexpr const char* to_string(FailurePoint p) noexcept {
     case FailurePoint::checkpoint: return "checkpoint";
     case FailurePoint::setup: return "setup";
     case FailurePoint::start: return "start";
+    case FailurePoint::regrow: return "regrow";
   }
   return "unknown";
 }

@@ -22,6 +22,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -90,6 +91,10 @@ struct RecoveryReport {
   std::vector<int> lost_original_ranks;  ///< the same processes, numbered as in the communicator
                                          ///< the policy was created with (stable across shrinks)
   double seconds = 0.0;           ///< wall time of recover() on this rank
+  /// Regrow (a policy with spare ranks, parallel/spare_pool.hpp): the spares recruited into the
+  /// group after the shrink, numbered as lost_original_ranks; they hold no training state yet.
+  std::vector<int> joined_original_ranks;
+  double regrow_seconds = 0.0;    ///< wall time of the rendezvous with the spares (in `seconds`)
 };
 
 /**
@@ -109,6 +114,24 @@ concept RecoverableParallelism = Parallelism<P> && requires(P& p, const P& cp, b
   cp.abandon_step();
   { cp.agree_min(v) } -> std::same_as<std::uint64_t>;
   { p.recover() } -> std::same_as<RecoveryReport>;
+};
+
+/**
+ * A RecoverableParallelism that can also grow back after a shrink, from spare ranks held idle
+ * (parallel/spare_pool.hpp): recover() recruits the spares the group lacks; a spare waits in
+ * wait_for_work() until recruited (a report) or released (nullopt); a recruited spare
+ * needs_state() until the Trainer gave it the training state and called state_received(); the
+ * workers release_spares() when their run ends. Whether a pool is attached: has_spares().
+ */
+template <class P>
+concept RegrowableParallelism = RecoverableParallelism<P> && requires(P& p, const P& cp, int code) {
+  { cp.has_spares() } -> std::convertible_to<bool>;
+  { cp.spare() } -> std::convertible_to<bool>;
+  { p.wait_for_work() } -> std::same_as<std::optional<RecoveryReport>>;
+  { cp.release_code() } -> std::convertible_to<int>;
+  { cp.needs_state() } -> std::convertible_to<bool>;
+  p.state_received();
+  p.release_spares(code);
 };
 
 REPROSGD_END_NAMESPACE

@@ -134,8 +134,8 @@ class BuddyStore {
    * own copy for survivors, the buddy's copy for lost members), or with `missing` naming the
    * members whose shard is gone. Survivors may be renumbered (e.g. MPIX_Comm_shrink); ids are
    * those of the last refresh().
-   * @collective over `survivors` (each must hold a snapshot of the same step)
-   * @throws config_error if a survivor has no snapshot or the snapshots' steps differ; the group's errors
+   * @collective over `survivors` (each holding a snapshot of the same step, or none: a newcomer)
+   * @throws config_error if no survivor has a snapshot or the snapshots' steps differ; the group's errors
    */
   template <BuddyExchange G>
   [[nodiscard]] BuddyRecovery recover(G& survivors) const {
@@ -145,19 +145,26 @@ class BuddyStore {
     std::vector<std::int64_t> all(static_cast<std::size_t>(5 * n));
     survivors.allgather_words(std::span<const std::int64_t>(mine, 5), std::span<std::int64_t>(all));
     auto at = [&](int s, int f) { return all[static_cast<std::size_t>(5 * s + f)]; };
+    // A member without a snapshot is a newcomer (a spare that joined after the shrink): it holds
+    // no copy and receives every shard like the others.
+    int first = -1;
     for (int s = 0; s < n; ++s) {
-      if (at(s, 0) == 0) throw config_error("reprosgd::BuddyStore::recover: a survivor has no snapshot (call refresh() first)");
-      if (at(s, 1) != at(0, 1) || at(s, 4) != at(0, 4))
+      if (at(s, 0) == 0) continue;
+      if (first < 0) first = s;
+      if (at(s, 1) != at(first, 1) || at(s, 4) != at(first, 4))
         throw config_error("reprosgd::BuddyStore::recover: the survivors' snapshots are of different steps or groups");
     }
+    if (first < 0) throw config_error("reprosgd::BuddyStore::recover: no survivor has a snapshot (call refresh() first)");
     BuddyRecovery rec;
-    rec.step = static_cast<std::uint64_t>(at(0, 1));
-    const int members = static_cast<int>(at(0, 4));
+    rec.step = static_cast<std::uint64_t>(at(first, 1));
+    const int members = static_cast<int>(at(first, 4));
     rec.shards.resize(static_cast<std::size_t>(members));
     // For every old member: which survivor sends its shard (its owner if alive, else its buddy-holder).
     std::vector<int> source(static_cast<std::size_t>(members), -1), from_buddy(static_cast<std::size_t>(members), 0);
-    for (int s = 0; s < n; ++s) source[static_cast<std::size_t>(at(s, 2))] = s;
+    for (int s = 0; s < n; ++s)
+      if (at(s, 0) != 0) source[static_cast<std::size_t>(at(s, 2))] = s;
     for (int s = 0; s < n; ++s) {
+      if (at(s, 0) == 0) continue;
       const auto b = static_cast<std::size_t>(at(s, 3));
       if (source[b] < 0) {
         source[b] = s;

@@ -16,10 +16,12 @@
 #include <reprosgd/concepts/parallelism.hpp>
 #include <reprosgd/fault/fault_injection.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 REPROSGD_BEGIN_NAMESPACE
 
@@ -346,6 +348,48 @@ class FailureInjection {
     requires requires(Par& p) { p.set_max_replicas(replicas); }
   {
     inner_.set_max_replicas(replicas);
+  }
+  /// BuddyExchange's broadcast (a regrow sends the state to the newcomers with it).
+  void broadcast_bytes(std::vector<std::byte>& bytes, int root) const
+    requires requires(const Par& p) { p.broadcast_bytes(bytes, root); }
+  {
+    inner_.broadcast_bytes(bytes, root);
+  }
+  // Regrow (a spare pool): forwarded as they are.
+  [[nodiscard]] bool spare() const noexcept
+    requires requires(const Par& p) { p.spare(); }
+  {
+    return inner_.spare();
+  }
+  [[nodiscard]] bool has_spares() const noexcept
+    requires requires(const Par& p) { p.has_spares(); }
+  {
+    return inner_.has_spares();
+  }
+  decltype(auto) wait_for_work()
+    requires requires(Par& p) { p.wait_for_work(); }
+  {
+    return inner_.wait_for_work();
+  }
+  [[nodiscard]] int release_code() const noexcept
+    requires requires(const Par& p) { p.release_code(); }
+  {
+    return inner_.release_code();
+  }
+  [[nodiscard]] bool needs_state() const noexcept
+    requires requires(const Par& p) { p.needs_state(); }
+  {
+    return inner_.needs_state();
+  }
+  void state_received() noexcept
+    requires requires(Par& p) { p.state_received(); }
+  {
+    inner_.state_received();
+  }
+  void release_spares(int code) noexcept
+    requires requires(Par& p) { p.release_spares(code); }
+  {
+    inner_.release_spares(code);
   }
 
  private:

@@ -2,7 +2,7 @@
 /// @file FailureSchedule: which rank kills itself at which step and point, for fault-tolerance tests.
 ///
 /// A schedule is written "RANK@STEP[:POINT][,RANK@STEP[:POINT]...]", e.g. "2@17:allreduce,0@40"
-/// (POINT is step, allreduce, checkpoint, setup or start; step when omitted). RANK is the process's identity
+/// (POINT is step, allreduce, checkpoint, setup, start or regrow; step when omitted). RANK is the process's identity
 /// as the caller defines it — the fault-tolerance tests pass the MPI_COMM_WORLD rank, which does
 /// not change when a communicator shrinks. Needs neither MPI nor Kokkos. FailureInjection
 /// (failure_injection.hpp) applies a schedule to a parallelism policy.
@@ -61,7 +61,7 @@ class FailureSchedule {
   /**
    * Parse "RANK@STEP[:POINT][,...]"; the empty string is the empty schedule. No spaces.
    * @throws config_error "reprosgd::FailureSchedule::parse: <problem> in entry "<token>" of "<spec>"
-   *         (expected RANK@STEP[:step|allreduce|checkpoint|setup|start], e.g. 2@17:allreduce)"
+   *         (expected RANK@STEP[:step|allreduce|checkpoint|setup|start|regrow], e.g. 2@17:allreduce)"
    */
   static FailureSchedule parse(std::string_view spec) {
     std::vector<ScheduledFailure> out;
@@ -136,11 +136,11 @@ class FailureSchedule {
     for (;;) ::pause();  // SIGKILL cannot be caught or ignored: never reached
   }
 
-  /// Overload taking the point's spelling ("step", "allreduce", "checkpoint", "setup", "start").
+  /// Overload taking the point's spelling ("step", "allreduce", "checkpoint", "setup", "start", "regrow").
   /// @throws config_error on an unknown point
   void maybe_fail(int rank, std::uint64_t step, std::string_view point) const {
     maybe_fail(rank, step, parse_point(point, "reprosgd::FailureSchedule::maybe_fail: unknown point \"" +
-                                                  std::string(point) + "\" (expected step, allreduce, checkpoint, setup or start)"));
+                                                  std::string(point) + "\" (expected step, allreduce, checkpoint, setup, start or regrow)"));
   }
 
  private:
@@ -154,6 +154,7 @@ class FailureSchedule {
     if (s == "checkpoint") return FailurePoint::checkpoint;
     if (s == "setup") return FailurePoint::setup;
     if (s == "start") return FailurePoint::start;
+    if (s == "regrow") return FailurePoint::regrow;
     throw config_error(error);
   }
 
@@ -161,7 +162,7 @@ class FailureSchedule {
     auto fail = [&](const std::string& problem) -> config_error {
       return config_error("reprosgd::FailureSchedule::parse: " + problem + " in entry \"" + std::string(token) +
                           "\" of \"" + std::string(spec) +
-                          "\" (expected RANK@STEP[:step|allreduce|checkpoint|setup|start], e.g. 2@17:allreduce)");
+                          "\" (expected RANK@STEP[:step|allreduce|checkpoint|setup|start|regrow], e.g. 2@17:allreduce)");
     };
     if (token.empty()) throw fail("empty entry");
     const std::size_t at = token.find('@');

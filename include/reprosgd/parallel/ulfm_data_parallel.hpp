@@ -11,8 +11,10 @@
 #include <reprosgd/concepts/parallelism.hpp>
 #include <reprosgd/concepts/reduction.hpp>
 #include <reprosgd/detail/mpi_check.hpp>
+#include <reprosgd/detail/ulfm_errors.hpp>
 #include <reprosgd/error.hpp>
 #include <reprosgd/parallel/data_parallel.hpp>
+#include <reprosgd/parallel/spare_pool.hpp>
 #include <reprosgd/reduction/exact.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -22,73 +24,14 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 REPROSGD_BEGIN_NAMESPACE
 
-namespace detail {
-
-/// The MPI error class of a return code (the code itself if MPI_Error_class fails).
-inline int mpi_error_class(int rc) noexcept {
-  int cls = rc;
-  if (MPI_Error_class(rc, &cls) != MPI_SUCCESS) cls = rc;
-  return cls;
-}
-
-/// Whether an error says that a process of the communicator died (revoked is not such a report:
-/// it only says that some rank gave up on the communicator, for whatever reason).
-inline bool is_process_failure(int rc) noexcept {
-  const int cls = mpi_error_class(rc);
-  return cls == MPIX_ERR_PROC_FAILED || cls == MPIX_ERR_PROC_FAILED_PENDING;
-}
-
-/// The ranks of `comm` that this process knows to have failed (MPIX_Comm_get_failed), ascending.
-/// Local knowledge: another survivor may know of more or fewer; recover() gives the agreed list.
-inline std::vector<int> known_failed_ranks(MPI_Comm comm) {
-  MPI_Group failed = MPI_GROUP_NULL, all = MPI_GROUP_NULL;
-  std::vector<int> out;
-  if (MPIX_Comm_get_failed(comm, &failed) != MPI_SUCCESS) return out;
-  int n = 0;
-  if (MPI_Group_size(failed, &n) == MPI_SUCCESS && n > 0 && MPI_Comm_group(comm, &all) == MPI_SUCCESS) {
-    std::vector<int> in(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) in[static_cast<std::size_t>(i)] = i;
-    out.resize(in.size());
-    if (MPI_Group_translate_ranks(failed, n, in.data(), all, out.data()) != MPI_SUCCESS) out.clear();
-    MPI_Group_free(&all);
-  }
-  MPI_Group_free(&failed);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-/**
- * Revoke `comm` and throw: process_failure (agreed as given) when `rc` reports a dead process or a
- * revoked communicator, comm_error for any other error.
- */
-[[noreturn]] inline void ulfm_raise(MPI_Comm comm, int rc, bool agreed, const char* who, const char* call) {
-  // Revoke first: a rank still blocked in another operation on comm (or about to start one)
-  // returns MPIX_ERR_REVOKED instead of waiting for a peer that will never answer.
-  MPIX_Comm_revoke(comm);
-  const std::string what = std::string(who) + ": " + call;
-  const int cls = mpi_error_class(rc);
-  if (is_process_failure(rc) || cls == MPIX_ERR_REVOKED || agreed) {
-    std::vector<int> failed = known_failed_ranks(comm);
-    std::string list;
-    for (int r : failed) {
-      if (!list.empty()) list += ',';
-      list += std::to_string(r);
-    }
-    throw process_failure(what + ": a process of the communicator failed (" + mpi_error_string(rc) +
-                              "); ranks known failed here: " + (list.empty() ? "none yet" : list) +
-                              "; the communicator is revoked, call recover()",
-                          std::move(failed), agreed);
-  }
-  throw comm_error(what + " failed (" + mpi_error_string(rc) + "); the communicator is revoked");
-}
-
-}  // namespace detail
 
 /**
  * Data parallelism that survives the loss of ranks (User-Level Failure Mitigation, MPI 4 draft /
@@ -151,9 +94,61 @@ class UlfmDataParallel : public DataParallel<ExecSpace, Red> {
     for (int r = 0; r < this->size(); ++r) original_ranks_[static_cast<std::size_t>(r)] = r;
   }
 
+  /**
+   * A policy whose job keeps spare ranks (SparePool): the workers train on the pool's workers'
+   * communicator; a spare's policy is a group of one (MPI_COMM_SELF) until wait_for_work()
+   * recruits it. recover() then grows the group back to the pool's target after each shrink.
+   * @collective over the pool's communicator (the pool's constructor was; this is local)
+   */
+  explicit UlfmDataParallel(std::shared_ptr<SparePool> pool, const ExecSpace& space = ExecSpace())
+      : UlfmDataParallel(pool->initial_workers(), space) {
+    attach_spares(std::move(pool));
+  }
+
+  /// Give the policy a spare pool (see the constructor above); this process's communicator must be
+  /// the pool's initial_workers(). Local.
+  void attach_spares(std::shared_ptr<SparePool> pool) {
+    if (pool->spare()) original_ranks_.assign(1, pool->id());
+    pool_ = std::move(pool);
+  }
+
   /// This process's rank in the communicator the policy was created with (it does not change
-  /// when recover() shrinks the communicator; rank() does).
+  /// when recover() shrinks the communicator; rank() does). With a spare pool: the rank in the
+  /// pool's communicator (a recruited spare keeps its own).
   [[nodiscard]] int original_rank() const noexcept { return original_ranks_[static_cast<std::size_t>(this->rank())]; }
+
+  // ---- Regrow (a spare pool attached) ----
+  /// Whether this process is an idle spare (trains nothing until wait_for_work() recruits it).
+  [[nodiscard]] bool spare() const noexcept { return pool_ && pool_->spare(); }
+  /// Whether a spare pool is attached.
+  [[nodiscard]] bool has_spares() const noexcept { return pool_ != nullptr; }
+  /**
+   * On a spare: wait until the survivors of a failure recruit it (then this policy is the new
+   * group, rank() among its newcomers, and the report names who joined) or the workers release it
+   * (nullopt; release_code() says how their run ended).
+   * @throws process_failure when every worker died; comm_error
+   */
+  std::optional<RecoveryReport> wait_for_work() {
+    const double start = MPI_Wtime();
+    PoolAssignment a = pool_->wait();
+    if (!a.workers) return std::nullopt;
+    RecoveryReport report;
+    report.old_size = 1;
+    adopt(std::move(a), report);
+    needs_state_ = true;
+    report.regrow_seconds = report.seconds = MPI_Wtime() - start;
+    return report;
+  }
+  /// How the workers' run ended, on a released spare (0: completed).
+  [[nodiscard]] int release_code() const noexcept { return pool_ ? pool_->release_code() : 0; }
+  /// Whether this process joined as a spare and has not yet been given the training state.
+  [[nodiscard]] bool needs_state() const noexcept { return needs_state_; }
+  /// The training state was installed here (call on every rank after an agreement that it was). Local.
+  void state_received() noexcept { needs_state_ = false; }
+  /// At the end of the workers' run: the idle spares leave with `code` (0: completed). Idempotent, local.
+  void release_spares(int code) noexcept {
+    if (pool_) pool_->release(code);
+  }
 
   static constexpr const char* name() noexcept { return "ulfm_data_parallel"; }
 
@@ -245,6 +240,11 @@ class UlfmDataParallel : public DataParallel<ExecSpace, Red> {
     for (std::size_t i = 0; i < kept.size(); ++i) originals[i] = original_ranks_[static_cast<std::size_t>(kept[i])];
     this->adopt_communicator(std::move(handle));  // frees the revoked one (a local operation)
     original_ranks_ = std::move(originals);
+    if (pool_) {  // grow back: the spares the job lacks join, after the survivors
+      const double regrow = MPI_Wtime();
+      adopt(pool_->refill(this->rank(), !needs_state_), report);
+      report.regrow_seconds = MPI_Wtime() - regrow;
+    }
     report.new_rank = this->rank();
     report.new_size = this->size();
     report.seconds = MPI_Wtime() - start;
@@ -252,6 +252,15 @@ class UlfmDataParallel : public DataParallel<ExecSpace, Red> {
   }
 
  private:
+  // Continue on a rendezvous' new group (the survivors first, then the spares recruited).
+  void adopt(PoolAssignment a, RecoveryReport& report) {
+    this->adopt_communicator(std::move(a.workers));
+    original_ranks_ = std::move(a.ids);
+    report.joined_original_ranks = std::move(a.joined);
+    report.new_rank = this->rank();
+    report.new_size = this->size();
+  }
+
   /// The ranks of `old` that are not in `shrunk`, ascending; `kept[i]` is the old rank of new rank i.
   static std::vector<int> gone_ranks(MPI_Comm old, MPI_Comm shrunk, std::vector<int>& kept) {
     MPI_Group old_group = MPI_GROUP_NULL, new_group = MPI_GROUP_NULL;
@@ -301,10 +310,13 @@ class UlfmDataParallel : public DataParallel<ExecSpace, Red> {
   }
 
   std::vector<int> original_ranks_;  ///< original_ranks_[rank] = rank in the communicator given to the constructor
+  std::shared_ptr<SparePool> pool_;  ///< regrow: the job's spares (null: none)
+  bool needs_state_ = false;         ///< a recruited spare that has not received the training state
 };
 
 static_assert(Parallelism<UlfmDataParallel<>>);
 static_assert(Reduction<Exact, UlfmDataParallel<>>);
 static_assert(RecoverableParallelism<UlfmDataParallel<>>);
+static_assert(RegrowableParallelism<UlfmDataParallel<>>);
 
 REPROSGD_END_NAMESPACE

@@ -131,6 +131,9 @@ class ProgressReporter {
                  "after it done %.3f s after the failure was detected\n",
                  detail::rank_list(e.lost_ranks).c_str(), static_cast<unsigned long long>(e.step), e.old_size, e.new_size,
                  e.shrink_seconds, e.recovery_seconds);
+    if (!e.joined_ranks.empty())
+      std::fprintf(out_, "failure: spare rank(s) %s joined and received the state in %.3f s; back to %d ranks\n",
+                   detail::rank_list(e.joined_ranks).c_str(), e.regrow_seconds, e.new_size);
     if (e.restored_from == "buddy")
       std::fprintf(out_, "failure: the lost shards were restored from their buddies' copies of step %llu; steps %llu..%llu replayed\n",
                    static_cast<unsigned long long>(e.resumed_from), static_cast<unsigned long long>(e.resumed_from),
@@ -209,9 +212,11 @@ class JsonLinesWriter {
     if (!f_) return;
     std::fprintf(f_,
                  "{\"event\":\"failure\",\"step\":%llu,\"lost_ranks\":[%s],\"old_size\":%d,\"new_size\":%d,"
-                 "\"shrink_seconds\":%s,\"recovery_seconds\":%s,\"restored_from\":\"%s\",\"resumed_from\":%llu}\n",
+                 "\"shrink_seconds\":%s,\"recovery_seconds\":%s,\"joined_ranks\":[%s],\"regrow_seconds\":%s,"
+                 "\"restored_from\":\"%s\",\"resumed_from\":%llu}\n",
                  static_cast<unsigned long long>(e.step), detail::rank_list(e.lost_ranks).c_str(), e.old_size, e.new_size,
                  detail::json_number(e.shrink_seconds).c_str(), detail::json_number(e.recovery_seconds).c_str(),
+                 detail::rank_list(e.joined_ranks).c_str(), detail::json_number(e.regrow_seconds).c_str(),
                  e.restored_from.c_str(), static_cast<unsigned long long>(e.resumed_from));
     std::fflush(f_);
   }

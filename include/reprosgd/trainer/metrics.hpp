@@ -88,6 +88,11 @@ struct FailureEvent {
   /// replayed (same bits by determinism).
   std::string restored_from;
   std::uint64_t resumed_from = 0;
+  /// Regrow (a policy with spare ranks): the spares recruited after the shrink, numbered as
+  /// lost_ranks (new_size counts them), and the wall time of their recruitment and of sending
+  /// them the training state (included in shrink_seconds).
+  std::vector<int> joined_ranks;
+  double regrow_seconds = 0.0;
 };
 
 /// What fit() did.
@@ -95,6 +100,8 @@ struct FitResult {
   std::uint64_t steps = 0;       ///< steps completed in total (including before a resume)
   std::uint64_t epochs = 0;      ///< epochs completed
   bool stopped_early = false;    ///< a callback asked to stop
+  bool idle_spare = false;       ///< this process was a spare rank never needed: it trained nothing
+  bool workers_failed = false;   ///< on an idle spare: the workers lost ranks during the run (and recovered)
   StepMetrics last_step{};
   EpochMetrics last_epoch{};
   std::vector<FailureEvent> failures;  ///< ranks lost and recovered from during this fit()

@@ -11,6 +11,7 @@
 
 #include <reprosgd/checkpoint/checkpoint_manager.hpp>
 #include <reprosgd/concepts/buddy_exchange.hpp>
+#include <reprosgd/concepts/failure_injecting.hpp>
 #include <reprosgd/concepts/fault_policy.hpp>
 #include <reprosgd/concepts/optimizer.hpp>
 #include <reprosgd/concepts/parallelism.hpp>
@@ -18,6 +19,7 @@
 #include <reprosgd/error.hpp>
 #include <reprosgd/fault/buddy_store.hpp>
 #include <reprosgd/fingerprint.hpp>
+#include <reprosgd/reduction/canonical_blocks.hpp>
 #include <reprosgd/trainer/agreement.hpp>
 #include <reprosgd/trainer/callbacks.hpp>
 #include <reprosgd/trainer/metrics.hpp>
@@ -26,10 +28,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 REPROSGD_BEGIN_NAMESPACE
 namespace detail {
@@ -114,15 +120,23 @@ class Recovery {
    * where). Fewer survivors than `min_ranks`: `save()` the consistent state (it returns where,
    * or "" when no checkpoint directory is set) and end with process_failure.
    *
+   * Regrow (a RegrowableParallelism with spares): the shrink recruits spares, which hold no state.
+   * They learn the step and `stage` from the survivors' agreement (their votes are neutral), then
+   * receive the state — the whole model from rank 0 (a survivor) under data parallelism; under
+   * model parallelism every shard through the buddy restore, as a lost rank's — and `joined()`
+   * checks their configuration. A death anywhere in this repairs and regrows again.
+   *
    * @param checkpoint_dir  where fit() checkpoints ("" when nowhere)
    * @param resume  loads the newest checkpoint there (returns a ResumeResult), when a shard and
    *                every copy of it are gone
+   * @param stage  the stage the failure interrupted; on a recruited spare, set to the survivors'
+   * @param recruited  on a spare just recruited: its report (the shrink already happened)
    * @return whether the state went back to an older step (the steps up to replay_until replay)
    */
-  template <class Model, Optimizer Opt, class Save, class Resume, class FromSeed>
-  bool recover(Par& par, std::uint64_t step, std::uint64_t stage, int min_ranks, Model& model, const Opt& opt,
+  template <class Model, Optimizer Opt, class Save, class Resume, class FromSeed, class Joined>
+  bool recover(Par& par, std::uint64_t step, std::uint64_t& stage, int min_ranks, Model& model, const Opt& opt,
                TrainState<Opt, memory_space>& state, const std::string& checkpoint_dir, Save&& save, Resume&& resume,
-               FromSeed&& from_seed)
+               FromSeed&& from_seed, Joined&& joined, std::optional<RecoveryReport> recruited = std::nullopt)
     requires RecoverableParallelism<Par>
   {
     if (!pending_) pending_.emplace(Pending{std::chrono::steady_clock::now(), {}});
@@ -131,28 +145,65 @@ class Recovery {
       event.old_size = world_of(par).size();
       event.step = step;
     }
-    const std::uint64_t completed = state.step;
+    std::uint64_t completed = state.step;
     const auto repair_start = std::chrono::steady_clock::now();
     std::string unrecoverable;  // the verdict when shards are gone for good (not retried)
     for (;;) {
       try {
-        const RecoveryReport report = par.recover();
+        RecoveryReport report;
+        if (recruited) {
+          report = std::move(*recruited);
+          recruited.reset();
+        } else {
+          report = par.recover();
+        }
         event.lost_ranks.insert(event.lost_ranks.end(), report.lost_original_ranks.begin(),
                                 report.lost_original_ranks.end());
+        event.joined_ranks.insert(event.joined_ranks.end(), report.joined_original_ranks.begin(),
+                                  report.joined_original_ranks.end());
+        event.regrow_seconds += report.regrow_seconds;
+        const bool fresh = needs_state(par);  // a recruited spare: no state, no vote on where we stand
+        const std::uint64_t none = ~std::uint64_t{0};
         const std::uint64_t where = step * 8 + stage;
-        const std::uint64_t lowest = par.agree_min(where), highest = ~par.agree_min(~where);
-        if (lowest != where || highest != where)
+        const std::uint64_t lowest = par.agree_min(fresh ? none : where), highest = ~par.agree_min(fresh ? none : ~where);
+        if (lowest == none) {
+          unrecoverable = "reprosgd::Trainer::fit: every rank that held the training state was lost (lost rank(s) " +
+                          detail::rank_list(event.lost_ranks) + "); the spares that joined have nothing to start from";
+          break;
+        }
+        if (fresh) {  // take the survivors' place in the run
+          event.step = step = completed = lowest / 8;
+          stage = lowest % 8;
+          event.old_size = 0;
+        } else if (lowest != where || highest != where) {
           throw comm_error("reprosgd::Trainer::fit: after losing ranks the survivors stand at different steps (" +
                            std::to_string(lowest / 8) + " to " + std::to_string(highest / 8) +
                            "); this is a bug in the fault-tolerance protocol: the run cannot continue reproducibly");
+        }
+        const auto regrow_start = std::chrono::steady_clock::now();
+        const bool grown = regrows(par) && !world_of(par).agree(!fresh);
+        if (grown) {
+          if constexpr (FailureInjecting<Par>) par.failure_point(step, FailurePoint::regrow);
+          if constexpr (buddy_snapshots)  // the newcomers cannot vote: the survivors' verdict stands
+            pristine_start_ = world_of(par).agree(fresh || pristine_start_);
+          else
+            send_state(par, fresh, model, opt, state);
+        }
         if constexpr (buddy_snapshots)
-          unrecoverable = restore_shards(par, event, step, model, opt, state, checkpoint_dir, resume, from_seed);
+          unrecoverable = restore_shards(par, fresh, event, step, model, opt, state, checkpoint_dir, resume, from_seed);
+        if (grown && unrecoverable.empty()) {
+          joined();  // the same configuration on the newcomers (agreed: throws on every rank alike)
+          if constexpr (RegrowableParallelism<Par>) par.state_received();
+          event.regrow_seconds +=
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - regrow_start).count();
+        }
         break;
       } catch (const process_failure&) {
         continue;  // another rank died during the repair: repair again
       }
     }
     std::sort(event.lost_ranks.begin(), event.lost_ranks.end());
+    std::sort(event.joined_ranks.begin(), event.joined_ranks.end());
     if (!unrecoverable.empty()) throw process_failure(unrecoverable, event.lost_ranks);
     event.new_size = world_of(par).size();
     event.new_rank = world_rank_of(par);
@@ -177,6 +228,49 @@ class Recovery {
   }
 
  private:
+  // Whether this process is a recruited spare still without the training state.
+  static bool needs_state(Par& par) {
+    if constexpr (RegrowableParallelism<Par>)
+      return par.needs_state();
+    else
+      return (void)par, false;
+  }
+  // Whether the policy regrows (has spares; the same on every rank).
+  static bool regrows(Par& par) {
+    if constexpr (RegrowableParallelism<Par>)
+      return par.has_spares();
+    else
+      return (void)par, false;
+  }
+
+  // Regrow under data parallelism: rank 0 (a survivor: they come first) sends the whole model,
+  // optimizer state and step; the newcomers install it. The agreement after it is the commit:
+  // until every rank has it, a newcomer keeps needing it.
+  template <class Model, Optimizer Opt>
+  void send_state(Par& par, bool fresh, Model& model, const Opt& opt, TrainState<Opt, memory_space>& state) {
+    auto& group = world_of(par);
+    std::vector<std::byte> bytes;
+    if (group.rank() == 0) {
+      if (fresh) throw comm_error("reprosgd::Trainer::fit: a regrow put a newcomer at rank 0; this is a bug");
+      Sharding<Par>::shard_bytes(model, state.optimizer, bytes);
+      const std::uint64_t at = state.step;
+      const auto* p = reinterpret_cast<const std::byte*>(&at);
+      bytes.insert(bytes.end(), p, p + sizeof at);
+    }
+    group.broadcast_bytes(bytes, 0);
+    if (fresh) {
+      std::uint64_t at = 0;
+      if (bytes.size() < sizeof at) throw comm_error("reprosgd::Trainer::fit: the state sent to a newcomer is truncated");
+      std::memcpy(&at, bytes.data() + bytes.size() - sizeof at, sizeof at);
+      bytes.resize(bytes.size() - sizeof at);
+      typename Sharding<Par>::template Staging<Opt> staging(model, opt);
+      const CanonicalRun whole{0, 0, model.parameter_count()};
+      Sharding<Par>::place_shard(bytes, std::span<const CanonicalRun>(&whole, 1), staging);
+      Sharding<Par>::install(staging, at, model, opt, state);
+    }
+    (void)par.step_completed_everywhere(true);  // throws on every rank unless all have it
+  }
+
   // A failure being recovered from: when it was detected and what is known of it so far.
   struct Pending {
     std::chrono::steady_clock::time_point detected;
@@ -192,11 +286,12 @@ class Recovery {
   // too ("" once restored); a process_failure out of here is another death during the repair,
   // which recover() repairs again.
   template <class Model, Optimizer Opt, class Resume, class FromSeed>
-  std::string restore_shards(Par& par, FailureEvent& event, std::uint64_t step, Model& model, const Opt& opt,
+  std::string restore_shards(Par& par, bool fresh, FailureEvent& event, std::uint64_t step, Model& model, const Opt& opt,
                              TrainState<Opt, memory_space>& state, const std::string& checkpoint_dir, Resume& resume,
                              FromSeed& from_seed) {
-    // Snapshots are committed after an agreement, so every survivor holds one or none does.
-    const bool snapshot = par.agree_min(buddies_.has_snapshot() ? 1 : 0) == 1;
+    // Snapshots are committed after an agreement, so every survivor holds one or none does (a
+    // newcomer holds none and does not vote: BuddyStore::recover sends it every shard).
+    const bool snapshot = par.agree_min(fresh || buddies_.has_snapshot() ? 1 : 0) == 1;
     std::string why;
     if (snapshot) {
       BuddyRecovery rec = buddies_.recover(world_of(par));

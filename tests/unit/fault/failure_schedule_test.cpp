@@ -31,7 +31,7 @@ std::string parse_error(const std::string& spec) {
 
 std::string expected_error(const std::string& problem, const std::string& token, const std::string& spec) {
   return "reprosgd::FailureSchedule::parse: " + problem + " in entry \"" + token + "\" of \"" + spec +
-         "\" (expected RANK@STEP[:step|allreduce|checkpoint|setup|start], e.g. 2@17:allreduce)";
+         "\" (expected RANK@STEP[:step|allreduce|checkpoint|setup|start|regrow], e.g. 2@17:allreduce)";
 }
 
 /// Run maybe_fail in a child process; its wait status.
@@ -76,6 +76,12 @@ TEST_CASE("FailureSchedule::parse reads ranks, steps and points") {
   CHECK(start.scheduled(3, 20, FailurePoint::start));
   CHECK_FALSE(start.scheduled(1, 0, FailurePoint::step));
   CHECK(std::string(reprosgd::to_string(FailurePoint::start)) == "start");
+  // A regrow: the spares recruited, the state not yet sent (at the step the failure interrupted).
+  const FailureSchedule regrow = FailureSchedule::parse("4@20:regrow");
+  CHECK(regrow.failures() == std::vector<ScheduledFailure>{{4, 20, FailurePoint::regrow}});
+  CHECK(regrow.scheduled(4, 20, FailurePoint::regrow));
+  CHECK_FALSE(regrow.scheduled(4, 20, FailurePoint::step));
+  CHECK(std::string(reprosgd::to_string(FailurePoint::regrow)) == "regrow");
 }
 
 TEST_CASE("FailureSchedule::parse names the bad entry exactly") {
@@ -115,7 +121,7 @@ TEST_CASE("FailureSchedule::maybe_fail kills the process with SIGKILL exactly wh
   s.maybe_fail(0, 0, "checkpoint");  // not scheduled: returns
   CHECK_THROWS_WITH_AS(s.maybe_fail(0, 0, "reduce"),
                        "reprosgd::FailureSchedule::maybe_fail: unknown point \"reduce\" (expected step, allreduce, "
-                       "checkpoint, setup or start)",
+                       "checkpoint, setup, start or regrow)",
                        reprosgd::config_error);
 }
 
