@@ -143,10 +143,11 @@ template <class Par>
 Par make_policy(const Config& c) {
 #if REPROSGD_HAS_ULFM
   // --spares N: the last N ranks wait idle in a SparePool until a failure needs them.
-  if constexpr (std::is_constructible_v<Par, std::shared_ptr<reprosgd::SparePool>>) {
+  using Pool = std::shared_ptr<reprosgd::SparePool>;
+  if constexpr (std::is_constructible_v<Par, Pool> || std::is_constructible_v<Par, reprosgd::GridShape, Pool>) {
     if (c.spares > 0) {
       auto pool = std::make_shared<reprosgd::SparePool>(MPI_COMM_WORLD, c.spares);
-      if constexpr (std::is_constructible_v<Par, reprosgd::GridShape, std::shared_ptr<reprosgd::SparePool>>) {
+      if constexpr (std::is_constructible_v<Par, reprosgd::GridShape, Pool>) {
         const int p = pool->target();
         const reprosgd::GridShape shape = c.parallel == "model" ? reprosgd::GridShape{1, p}
                                           : c.grid.empty()      ? reprosgd::GridShape::balanced(p)

@@ -47,7 +47,8 @@ struct PoolAssignment {
  *   again. A process that dies during the rendezvous makes the agreement fail on everyone: they
  *   shrink again and redo it without it, so a failure during the regrow itself is survived.
  * - **Release.** The workers' run ended: each worker sends every spare it knows a release code
- *   (0: done, anything else: the run failed), and a spare leaves with it.
+ *   (0: done, anything else: the run failed); a spare leaves once it heard from every worker
+ *   or saw it die, with the largest code.
  *
  * A spare that sees every worker dead (no one left to recruit it) throws process_failure instead
  * of waiting forever. The state a newcomer needs is not the pool's business: the Trainer sends it
@@ -117,42 +118,52 @@ class SparePool {
    */
   PoolAssignment wait() {
     for (;;) {
-      int code = 0;
-      MPI_Request request = MPI_REQUEST_NULL;
-      detail::mpi_check(MPI_Irecv(&code, 1, MPI_INT, MPI_ANY_SOURCE, release_tag, pool_.get(), &request),
-                        "reprosgd::SparePool::wait: MPI_Irecv");
+      // One receive per worker: each sends its release code when its run ends, and a dead
+      // worker's receive completes with an error. Every message is matched (an unmatched one
+      // would hang MPI_Finalize's barrier).
+      const std::size_t n = workers_.size();
+      std::vector<int> codes(n, 0);
+      std::vector<MPI_Request> requests(n, MPI_REQUEST_NULL);
+      for (std::size_t i = 0; i < n; ++i)
+        detail::mpi_check(MPI_Irecv(&codes[i], 1, MPI_INT, workers_[i], release_tag, pool_.get(), &requests[i]),
+                          "reprosgd::SparePool::wait: MPI_Irecv");
+      std::vector<char> received(n, 0);
+      std::size_t open = n;
       bool revoked = false;
-      for (;;) {
-        int done = 0;
-        const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-        if (rc == MPI_SUCCESS && done) {
-          release_code_ = code;
-          return {};
+      while (open > 0 && !revoked) {
+        bool progressed = false;
+        for (std::size_t i = 0; i < n && !revoked; ++i) {
+          if (requests[i] == MPI_REQUEST_NULL) continue;
+          int done = 0;
+          MPI_Status status;
+          const int rc = MPI_Test(&requests[i], &done, &status);
+          if (rc == MPI_SUCCESS && !done) continue;
+          if (rc != MPI_SUCCESS && detail::mpi_error_class(rc) == MPIX_ERR_REVOKED) {
+            revoked = true;
+            break;
+          }
+          if (rc != MPI_SUCCESS && !detail::is_process_failure(rc))
+            detail::mpi_check(rc, "reprosgd::SparePool::wait: MPI_Test");
+          received[i] = rc == MPI_SUCCESS;  // else: that worker died (its receive completed with the error)
+          requests[i] = MPI_REQUEST_NULL;
+          --open;
+          progressed = true;
         }
-        if (rc == MPI_SUCCESS) {
-          // Polled, not a blocking receive: Open MPI's would spin on a core the workers need.
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          continue;
-        }
-        const int cls = detail::mpi_error_class(rc);
-        if (cls == MPIX_ERR_REVOKED) {
-          revoked = true;
-          break;
-        }
-        if (!detail::is_process_failure(rc)) detail::mpi_check(rc, "reprosgd::SparePool::wait: MPI_Test");
-        // A member died. Survivors of the workers will revoke the pool; a dead spare is nobody's
-        // business until the next rendezvous. Acknowledge it so the wildcard receive goes on.
-        MPIX_Comm_failure_ack(pool_.get());
-        if (every_worker_failed()) {
-          cancel(request);
+        // Polled, not a blocking wait: Open MPI's would spin on a core the workers need.
+        if (!progressed && !revoked) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      if (!revoked) {
+        int code = -1;
+        for (std::size_t i = 0; i < n; ++i)
+          if (received[i]) code = std::max(code, codes[i]);
+        if (code < 0)
           throw process_failure("reprosgd::SparePool::wait: every worker of the job died; no one is left to recruit "
                                 "this spare (id " + std::to_string(id_) + ")",
                                 detail::known_failed_ranks(pool_.get()));
-        }
-        if (cls == MPIX_ERR_PROC_FAILED) break;  // the receive completed with the error: post it again
+        release_code_ = code;
+        return {};
       }
-      cancel(request);
-      if (!revoked) continue;
+      for (MPI_Request& r : requests) cancel(r);
       PoolAssignment a = rendezvous(2, id_);
       if (a.workers) return a;
     }
@@ -163,8 +174,9 @@ class SparePool {
 
   /**
    * On a worker at the end of its run: tell every spare it knows to leave with `code`. Every
-   * worker sends (a spare takes the first message), so a worker that dies at the very end leaves
-   * no spare waiting. Errors (a spare that died meanwhile) are ignored. Idempotent.
+   * worker sends, and a spare waits for every worker's message or death (it leaves with the
+   * largest code), so a worker that dies at the very end leaves no spare waiting. Errors (a spare
+   * that died meanwhile) are ignored. Idempotent.
    */
   void release(int code) noexcept {
     if (spare_ || released_) return;
@@ -177,13 +189,6 @@ class SparePool {
     if (request == MPI_REQUEST_NULL) return;
     (void)MPI_Cancel(&request);
     (void)MPI_Request_free(&request);
-  }
-
-  // Whether every process the pool knows as a worker is in its communicator's failed group.
-  bool every_worker_failed() const {
-    const std::vector<int> failed = detail::known_failed_ranks(pool_.get());
-    return std::all_of(workers_.begin(), workers_.end(),
-                       [&](int w) { return std::binary_search(failed.begin(), failed.end(), w); });
   }
 
   // The rendezvous of every live member: role 0 a worker with the state, 1 a worker without it,

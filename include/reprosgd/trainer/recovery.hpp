@@ -184,10 +184,12 @@ class Recovery {
         const bool grown = regrows(par) && !world_of(par).agree(!fresh);
         if (grown) {
           if constexpr (FailureInjecting<Par>) par.failure_point(step, FailurePoint::regrow);
-          if constexpr (buddy_snapshots)  // the newcomers cannot vote: the survivors' verdict stands
+          if constexpr (buddy_snapshots) {  // the newcomers cannot vote: the survivors' verdicts stand
             pristine_start_ = world_of(par).agree(fresh || pristine_start_);
-          else
+            buddy_model_size_ = static_cast<int>(par.agree_min(fresh ? none : static_cast<std::uint64_t>(buddy_model_size_)));
+          } else {
             send_state(par, fresh, model, opt, state);
+          }
         }
         if constexpr (buddy_snapshots)
           unrecoverable = restore_shards(par, fresh, event, step, model, opt, state, checkpoint_dir, resume, from_seed);
@@ -198,8 +200,13 @@ class Recovery {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - regrow_start).count();
         }
         break;
-      } catch (const process_failure&) {
-        continue;  // another rank died during the repair: repair again
+      } catch (const process_failure& again) {
+        // Another rank died during the repair: repair again. A collective that failed here may
+        // have completed elsewhere, and those ranks now wait in the repair's next agreement (a
+        // refresh's commit, a regrow's): join it, voting "failed", as the step protocol does —
+        // going straight into the shrink would pair its internal agreement with theirs and hang.
+        if (!again.agreed()) par.abandon_step();
+        continue;
       }
     }
     std::sort(event.lost_ranks.begin(), event.lost_ranks.end());
