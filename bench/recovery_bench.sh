@@ -16,6 +16,11 @@
 #     shard restore, re-sharding and the new buddy snapshot),
 #     detection -> first completed (replayed) step (recovery_seconds), the replay length
 #     (K - snapshot step) and where the shards came from, from the metrics' failure line.
+#     With --spares N (regrow): the ShrinkAndContinue runs start 4 + N ranks, the last N held idle
+#     as spares (train_mlp --spares); after the failure a spare joins and receives the state, so
+#     training goes on at 4 ranks. Reported as policy "regrow", with the failure line's
+#     regrow_seconds (recruiting the spare and sending it the state). No restart runs, no
+#     overhead runs.
 #  2. failure-free overhead of ShrinkAndContinue (the agreement before every update and the stop
 #     vote, under --with-ft ulfm) against Abort (plain DataParallel): median step time
 #     from the metrics' wall times, steps 5 .. S-1, alternating, median over --repeats runs (and
@@ -24,6 +29,7 @@
 # usage: bench/recovery_bench.sh [--repeats N] [--steps S] [--kill-step K] [--overhead-ranks P]
 #          [--overhead-only | --recovery-only] [--smoke] [--layers W0,W1,..]
 #          [--parallel data|model|hybrid] [--grid PDxPM] [--feature-chunk N] [--buddy-every N]
+#          [--spares N]
 #        (--parallel model|hybrid: --kill-step defaults to 33 and --buddy-every to 5, so 3 steps
 #        are replayed; --smoke there uses --feature-chunk 8)
 #        (train_mlp from build/apps, mpiexec from the Open MPI set up by scripts/setup.sh)
@@ -34,7 +40,7 @@ exe=${TRAIN_MLP:-$root/build/apps/train_mlp}
 CACHE=${REPROSGD_CACHE:-$HOME/.cache/reprosgd}
 mpiexec=${MPIEXEC:-$(cat "$CACHE/openmpi.prefix")/bin/mpiexec}
 repeats=5 steps=60 kill_step= layers=784,512,512,10 train=20000 overhead_ranks=4 recovery=1 overhead=1
-parallel=data grid= feature_chunk= buddy_every= smoke=0 layers_set=0
+parallel=data grid= feature_chunk= buddy_every= smoke=0 layers_set=0 spares=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --repeats) repeats=$2; shift 2 ;;
@@ -49,6 +55,7 @@ while [[ $# -gt 0 ]]; do
     --feature-chunk) feature_chunk=$2; shift 2 ;;
     --buddy-every) buddy_every=$2; shift 2 ;;
     --smoke) smoke=1; shift ;;
+    --spares) spares=$2; shift 2 ;;
     *) echo "recovery_bench.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -120,25 +127,32 @@ failure_field() {
   sed -n '/"event":"failure"/{s/.*"'"$2"'":\("[^"]*"\|[^,}]*\).*/\1/p;q}' "$1" | tr -d '"'
 }
 
-shrink_times=() restart_times=() repair_times=() first_times=() replays=() step_times=() restored=()
+# --spares N: the recovery runs regrow (N idle spares besides the 4 workers); no restart, no overhead runs.
+np=4 spare_args=() policy=shrink
+if ((spares > 0)); then
+  np=$((4 + spares)) spare_args=(--spares "$spares") policy=regrow overhead=0
+  context+=",\"spares\":$spares"
+fi
+shrink_times=() restart_times=() repair_times=() first_times=() replays=() step_times=() restored=() regrow_times=()
 for ((r = 0; r < repeats * recovery; ++r)); do
   # ShrinkAndContinue
   rm -f "$work/shrink.jsonl"
-  "${launch[@]}" -n 4 "$exe" "${args[@]}" "${buddy[@]}" --fault-tolerance shrink --inject-failure "2@$kill_step" \
-    --metrics "$work/shrink.jsonl" >"$work/shrink.log" 2>&1 || true
+  "${launch[@]}" -n "$np" "$exe" "${args[@]}" "${buddy[@]}" --fault-tolerance shrink "${spare_args[@]}" \
+    --inject-failure "2@$kill_step" --metrics "$work/shrink.jsonl" >"$work/shrink.log" 2>&1 || true
   t0=$(death_time "$work/shrink.log")
   t1=$(first_step_after "$work/shrink.jsonl" "$t0")
   if [[ -z $t0 || -z $t1 ]]; then
     echo "recovery_bench.sh: the shrink run did not recover (log below)" >&2; cat "$work/shrink.log" >&2; exit 1
   fi
   shrink_times+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')")
-  if [[ $parallel != data ]]; then
+  if [[ $parallel != data || $spares -gt 0 ]]; then
     # The metrics' failure line: the repair, detection -> first completed (replayed) step, the
     # snapshot step rolled back to (the replay is steps resumed_from .. K-1, then K is redone).
     repair_times+=("$(failure_field "$work/shrink.jsonl" shrink_seconds)")
     first_times+=("$(failure_field "$work/shrink.jsonl" recovery_seconds)")
     replays+=("$(($(failure_field "$work/shrink.jsonl" step) - $(failure_field "$work/shrink.jsonl" resumed_from)))")
     restored+=("$(failure_field "$work/shrink.jsonl" restored_from)")
+    regrow_times+=("$(failure_field "$work/shrink.jsonl" regrow_seconds)")
     step_times+=("$(steps_before "$work/shrink.jsonl" "$kill_step")")
     continue
   fi
@@ -152,7 +166,7 @@ for ((r = 0; r < repeats * recovery; ++r)); do
   restart_times+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')")
 done
 list() { local IFS=,; echo "$*"; }
-if ((recovery)) && [[ $parallel == data ]]; then
+if ((recovery)) && [[ $parallel == data ]] && ((spares == 0)); then
 shrink=$(printf '%s\n' "${shrink_times[@]}" | median)
 restart=$(printf '%s\n' "${restart_times[@]}" | median)
 echo "{\"bench\":\"recovery\",\"policy\":\"shrink\",\"ranks\":4,\"seconds\":$shrink,\"samples\":[$(list "${shrink_times[@]}")],$context}"
@@ -161,7 +175,7 @@ awk -v s="$shrink" -v r="$restart" 'BEGIN { printf "{\"bench\":\"recovery\",\"re
 elif ((recovery)); then
   quoted=()
   for x in "${restored[@]}"; do quoted+=("\"$x\""); done
-  echo "{\"bench\":\"recovery\",\"policy\":\"shrink\",\"ranks\":4,\"kill_step\":$kill_step,\"seconds\":$(printf '%s\n' "${shrink_times[@]}" | median),\"samples\":[$(list "${shrink_times[@]}")],\"shrink_seconds\":$(printf '%s\n' "${repair_times[@]}" | median),\"shrink_samples\":[$(list "${repair_times[@]}")],\"first_step_seconds\":$(printf '%s\n' "${first_times[@]}" | median),\"first_step_samples\":[$(list "${first_times[@]}")],\"replayed_steps\":[$(list "${replays[@]}")],\"restored_from\":[$(list "${quoted[@]}")],\"step_seconds\":$(printf '%s\n' "${step_times[@]}" | median),$context}"
+  echo "{\"bench\":\"recovery\",\"policy\":\"$policy\",\"ranks\":4,\"kill_step\":$kill_step,\"seconds\":$(printf '%s\n' "${shrink_times[@]}" | median),\"samples\":[$(list "${shrink_times[@]}")],\"shrink_seconds\":$(printf '%s\n' "${repair_times[@]}" | median),\"shrink_samples\":[$(list "${repair_times[@]}")],\"first_step_seconds\":$(printf '%s\n' "${first_times[@]}" | median),\"first_step_samples\":[$(list "${first_times[@]}")],\"replayed_steps\":[$(list "${replays[@]}")],\"restored_from\":[$(list "${quoted[@]}")],\"regrow_seconds\":$(printf '%s\n' "${regrow_times[@]}" | median),\"regrow_samples\":[$(list "${regrow_times[@]}")],\"step_seconds\":$(printf '%s\n' "${step_times[@]}" | median),$context}"
 fi
 
 # Abort under the plain launcher, Abort under --with-ft ulfm (the runtime's own failure detector),

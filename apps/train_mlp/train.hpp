@@ -410,6 +410,16 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
   const std::string fp = trainer.fingerprint(model, state).hex();
   // The rank may have changed: when rank 0 was lost, the survivor now ranked 0 prints.
   if (printing_rank(trainer.parallelism()) == 0) std::printf("fingerprint %s\n", fp.c_str());
+  // After a failure the survivors end without MPI_Finalize (main()). A rank that leaves the
+  // fingerprint's last collective first would then look dead to a peer still receiving in it
+  // (seen under load on a 2x2 grid): one last agreement, which tolerates failures, comes first.
+  if constexpr (std::is_same_v<Fault, ShrinkAndContinue> && requires { trainer.parallelism().agree(true); })
+    if (peer_died) {
+      try {
+        (void)trainer.parallelism().agree(true);
+      } catch (const process_failure&) {  // a rank that died now changes nothing of the result
+      }
+    }
   return 0;
 }
 

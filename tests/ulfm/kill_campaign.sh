@@ -5,7 +5,7 @@
 #
 # usage: kill_campaign.sh --mpiexec MPIEXEC --train TRAIN_MLP [--parallel data,model,hybrid]
 #                         [--trials N] [--double N] [--seed S] [--hang S] [--startup-timeout S]
-#                         [--allow-ompi-fatal] [--log FILE]
+#                         [--allow-ompi-fatal] [--log FILE] [--spares N]
 #
 # For each --parallel mode: one failure-free run gives the reference fingerprint and the run's
 # length L; then N trials kill one random rank (rank 0 included) at a uniform instant in [0, 1.2 L],
@@ -29,10 +29,12 @@
 #   NOFP0     no fingerprint yet exit status 0 (a launcher that hides a failure)
 #   ERROR     any other exit without a fingerprint (the status and the first line kept)
 #   LEFTOVER  a process of the trial still alive after it ended
-# and the campaign fails (exit 1) on any WRONG, HANG, NOFP0, ERROR or LEFTOVER. --log FILE keeps
+# --spares N: the job has N spare ranks besides its 4 workers (train_mlp --spares: after a failure
+# a spare joins and the job grows back to 4); the victims are drawn from every rank, spares included.
+# The campaign fails (exit 1) on any WRONG, HANG, NOFP0, ERROR or LEFTOVER. --log FILE keeps
 # every trial's output. Deterministic given --seed (the instants and victims; not the scheduler).
 set -uo pipefail
-mpiexec= train= modes=data,model,hybrid trials=20 double=4 seed=1 hang=60 startup=5 log= allow_fatal=0
+mpiexec= train= modes=data,model,hybrid trials=20 double=4 seed=1 hang=60 startup=5 log= allow_fatal=0 spares=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --mpiexec) mpiexec=$2; shift 2 ;;
@@ -45,6 +47,7 @@ while [[ $# -gt 0 ]]; do
     --startup-timeout) startup=$2; shift 2 ;;
     --log) log=$2; shift 2 ;;
     --allow-ompi-fatal) allow_fatal=1; shift ;;
+    --spares) spares=$2; shift 2 ;;
     *) echo "kill_campaign.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -61,7 +64,8 @@ now_ms() { date +%s%3N; }
 job() {  # MODE OUT STARTUP_TIMEOUT; sets pid (the launcher, a session leader)
   local mode=$1 out=$2 init_deadline=$3 extra=()
   [[ $mode != data ]] && extra=(--buddy-every 5)
-  setsid "$mpiexec" --oversubscribe --with-ft ulfm -n 4 "$train" --data synthetic --synthetic-train 1024 \
+  ((spares > 0)) && extra+=(--spares "$spares")
+  setsid "$mpiexec" --oversubscribe --with-ft ulfm -n $((4 + spares)) "$train" --data synthetic --synthetic-train 1024 \
     --synthetic-test 128 --layers 784,64,64,10 --epochs 40 --batch 32 --micro-batch 8 --threads 1 --seed 3 \
     --fault-tolerance shrink --parallel "$mode" "${extra[@]}" --startup-timeout "$init_deadline" --quiet >"$out" 2>&1 &
   pid=$!

@@ -24,6 +24,11 @@
 #                        resumes to the same fingerprint (the launcher's status is not checked:
 #                        Open MPI's exits 0 under --with-ft ulfm when every rank was killed)
 #     abort:SPEC         --fault-tolerance abort without --with-ft ulfm: the job ends non-zero, no hang
+#     regrow:SPEC        4 workers and FT_SPARES (default 1) spare ranks (--spares): after each failure
+#                        the spares the job lacks join; same fingerprint, the failure events name the
+#                        ranks that joined, the job ends at FT_REGROW_SIZE ranks (default 4), every
+#                        spare ends (recruited or released) and no process is left. SPEC "none": no
+#                        failure, the idle spares are released at the end.
 #     fallback:SPEC      model parallelism, SPEC kills a rank and its buddy (the holder of its shard's
 #                        copy): the survivors fall back to the newest disk checkpoint, say so, and
 #                        still print the failure-free fingerprint
@@ -113,7 +118,37 @@ resumes_to_ref() {
 
 # One failure event per step at which ranks die (ranks dying at the same step are one event).
 failures_expected=$(tr ',' '\n' <<<"$spec" | sed 's/^[0-9]*@//; s/:.*//' | sort -u | wc -l)
+[[ $spec == none ]] && failures_expected=0
 case $kind in
+  regrow)
+    spares=${FT_SPARES:-1}
+    inject=(--inject-failure "$spec")
+    [[ $spec == none ]] && inject=()
+    run_job "$work/out" "${launcher[@]}" -n $((4 + spares)) --with-ft ulfm "$exe" "${ft_args[@]}" \
+      --fault-tolerance shrink --spares "$spares" "${inject[@]}"
+    rc=$?
+    check_leftovers
+    got=$(grep '^fingerprint ' "$work/out" | tail -n 1)
+    echo "launcher status $rc; $got"
+    ((rc == 0)) || fail "the job ended with status $rc"
+    [[ $got == "$ref" ]] || fail "the fingerprint after the regrow differs from the failure-free one"
+    [[ $(grep -c '^fingerprint ' "$work/out") == 1 ]] || fail "expected exactly one fingerprint line"
+    n=$(grep -c '"event":"failure"' "$metrics")
+    [[ $n == "$failures_expected" ]] || fail "expected $failures_expected failure events in the metrics, got $n"
+    n=$(grep -c '"event":"step"' "$metrics")
+    [[ $n == 30 ]] || fail "expected one metrics line per step (30), got $n"
+    if ((failures_expected > 0)); then
+      grep -q '^failure: spare rank(s) [0-9,]* joined and received the state in ' "$work/out" ||
+        fail "no line says that spare ranks joined"
+      last=$(grep '"event":"failure"' "$metrics" | tail -n 1)
+      [[ $last == *"\"new_size\":${FT_REGROW_SIZE:-4},"* ]] || fail "the last failure did not leave ${FT_REGROW_SIZE:-4} ranks: $last"
+      grep '"event":"failure"' "$metrics" | grep -q '"joined_ranks":\[[0-9]' || fail "no failure event names a joined rank"
+      grep '"event":"failure"' "$metrics" | sed 's/^/metrics: /'
+    fi
+    if [[ -n ${FT_EXPECT:-} ]]; then
+      grep -q -- "$FT_EXPECT" "$work/out" || fail "expected a line matching '$FT_EXPECT'"
+    fi
+    ;;
   shrink | checkpoint | fallback)
     extra=()
     [[ $kind != shrink ]] && extra=(--checkpoint-dir "$work/ckpt" --checkpoint-every 5 ${FT_CHECKPOINT:-})

@@ -187,7 +187,7 @@ class Recovery {
           if constexpr (buddy_snapshots) {  // the newcomers cannot vote: the survivors' verdicts stand
             pristine_start_ = world_of(par).agree(fresh || pristine_start_);
             buddy_model_size_ = static_cast<int>(par.agree_min(fresh ? none : static_cast<std::uint64_t>(buddy_model_size_)));
-          } else {
+          } else if constexpr (RegrowableParallelism<Par>) {
             send_state(par, fresh, model, opt, state);
           }
         }
