@@ -150,7 +150,11 @@ for ((r = 0; r < repeats * recovery; ++r)); do
     # snapshot step rolled back to (the replay is steps resumed_from .. K-1, then K is redone).
     repair_times+=("$(failure_field "$work/shrink.jsonl" shrink_seconds)")
     first_times+=("$(failure_field "$work/shrink.jsonl" recovery_seconds)")
-    replays+=("$(($(failure_field "$work/shrink.jsonl" step) - $(failure_field "$work/shrink.jsonl" resumed_from)))")
+    if [[ $parallel != data ]]; then
+      replays+=("$(($(failure_field "$work/shrink.jsonl" step) - $(failure_field "$work/shrink.jsonl" resumed_from)))")
+    else
+      replays+=(0)  # data parallelism redoes the interrupted step only
+    fi
     restored+=("$(failure_field "$work/shrink.jsonl" restored_from)")
     regrow_times+=("$(failure_field "$work/shrink.jsonl" regrow_seconds)")
     step_times+=("$(steps_before "$work/shrink.jsonl" "$kill_step")")
