@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -93,8 +92,6 @@ class SparePool {
   [[nodiscard]] int target() const noexcept { return target_; }
   /// This process's id: its rank in the communicator the pool was made from.
   [[nodiscard]] int id() const noexcept { return id_; }
-  /// Spares known idle (as of the last rendezvous).
-  [[nodiscard]] int idle_spares() const noexcept { return static_cast<int>(spares_.size()); }
   /// The workers' communicator the job started with (MPI_COMM_SELF on a spare, which trains on
   /// nothing until recruited). Owned by the pool: duplicate it.
   [[nodiscard]] MPI_Comm initial_workers() const noexcept { return spare_ ? MPI_COMM_SELF : initial_.get(); }
@@ -249,7 +246,6 @@ class SparePool {
                                        "reprosgd::SparePool: MPI_Comm_set_errhandler");
       workers_ = order;
       spares_ = idle;
-      std::sort(workers_.begin(), workers_.end());
       spare_ = !a.workers;
       if (spare_) a.ids.clear();
       return a;
@@ -258,7 +254,7 @@ class SparePool {
 
   detail::CommHandle pool_;     // every live member: workers and spares (MPI_ERRORS_RETURN)
   detail::CommHandle initial_;  // the workers' communicator at construction (null on a spare)
-  std::vector<int> workers_;    // pool ranks of the workers, ascending (as of the last rendezvous)
+  std::vector<int> workers_;    // pool ranks of the workers (as of the last rendezvous)
   std::vector<int> spares_;     // pool ranks of the idle spares
   int id_ = 0;
   int target_ = 1;

@@ -174,7 +174,6 @@ class Recovery {
         if (fresh) {  // take the survivors' place in the run
           event.step = step = completed = lowest / 8;
           stage = lowest % 8;
-          event.old_size = 0;
         } else if (lowest != where || highest != where) {
           throw comm_error("reprosgd::Trainer::fit: after losing ranks the survivors stand at different steps (" +
                            std::to_string(lowest / 8) + " to " + std::to_string(highest / 8) +
