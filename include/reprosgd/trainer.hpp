@@ -265,15 +265,17 @@ class Trainer {
                             const Data& train, const Data* test, Callbacks&... callbacks)
     requires RegrowableParallelism<Par>
   {
+    // Refused alike on every rank (the same options), before any release message exists: a spare
+    // that throws here never reads one, and an unread message hangs MPI_Finalize.
+    if (!options_.trace.empty() || options_.dump_step >= 0)
+      throw config_error("reprosgd::Trainer::fit: trace and dump_step are not available in a job with spare ranks (a "
+                         "recruited spare joins mid-run, after the trace began); trace the same run without spares: "
+                         "the bits are the same");
     struct ReleaseSpares {
       Par& par;
       int code = 1;
       ~ReleaseSpares() { par.release_spares(code); }
     } release{par_};
-    if (!options_.trace.empty() || options_.dump_step >= 0)
-      throw config_error("reprosgd::Trainer::fit: trace and dump_step are not available in a job with spare ranks (a "
-                         "recruited spare joins mid-run, after the trace began); trace the same run without spares: "
-                         "the bits are the same");
     if (par_.spare()) {
       if constexpr (requires { par_.set_max_replicas(run.M); }) par_.set_max_replicas(run.M);
       std::optional<RecoveryReport> recruited = par_.wait_for_work();

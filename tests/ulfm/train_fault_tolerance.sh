@@ -29,6 +29,8 @@
 #                        ranks that joined, the job ends at FT_REGROW_SIZE ranks (default 4), every
 #                        spare ends (recruited or released) and no process is left. SPEC "none": no
 #                        failure, the idle spares are released at the end.
+#     spare_trace:none   --trace with --spares 1 on 3 ranks: refused on every rank with exit 2 and
+#                        its line, no hang, no process left.
 #     spare_error:SPEC   4 workers and 2 spares with --min-ranks 5: SPEC kills one worker, one spare
 #                        joins, 4 ranks are fewer than 5, and the workers' fit() ends with the
 #                        min_ranks error; the spare still idle leaves with it (its line, unless the
@@ -124,6 +126,18 @@ resumes_to_ref() {
 failures_expected=$(tr ',' '\n' <<<"$spec" | sed 's/^[0-9]*@//; s/:.*//' | sort -u | wc -l)
 [[ $spec == none ]] && failures_expected=0
 case $kind in
+  spare_trace)
+    # --trace with spares is refused on every rank (config error, exit 2) and the job ends: no hang
+    # in MPI_Finalize, no process left.
+    run_job "$work/out" "${launcher[@]}" -n 3 --with-ft ulfm "$exe" "${ft_args[@]}" \
+      --fault-tolerance shrink --spares 1 --trace "$work/trace.jsonl"
+    rc=$?
+    check_leftovers
+    echo "launcher status $rc"
+    ((rc == 2)) || fail "expected exit 2, got $rc"
+    grep -q "trace and dump_step are not available in a job with spare ranks" "$work/out" ||
+      fail "no line says that trace is refused with spares"
+    ;;
   spare_error)
     run_job "$work/out" "${launcher[@]}" -n 6 --with-ft ulfm "$exe" "${ft_args[@]}" \
       --fault-tolerance shrink --spares 2 --min-ranks 5 --inject-failure "$spec"
