@@ -13,10 +13,11 @@ set(REPROSGD_VARIANT_SKIP_TESTS "" CACHE STRING "Test files (stems) a variant bu
 # REPROSGD_TEST_OPT_FLAGS: optimisation flags for the test programs, after the build's own so that
 # they win (scripts/build.sh's main build: -O1). The library's bits do not depend on the
 # optimisation level (docs/numerics.md), so the tests assert the same known answers and goldens
-# at -O1 as at -O3, and their compile takes about half the time (codegen is 85% of it). The apps
-# (train_mlp: every golden, MPI, ULFM and trace test), benchmarks and examples keep the build's
-# flags, and so do the tests that are about the flags (tests/fpenv) or that need the speed (the
-# exhaustive sweeps): BUILD_FLAGS below.
+# at -O1 as at -O3, and their compile takes about half the time (codegen is 85% of it). So do the
+# examples and the package's consumer projects that tests/examples and tests/package build
+# (REPROSGD_TEST_CONSUMER_OPTIONS in tests/CMakeLists.txt). The apps (train_mlp: every golden, MPI,
+# ULFM and trace test) and benchmarks keep the build's flags, and so do the tests that are about
+# the flags (tests/fpenv) or that need the speed (the exhaustive sweeps): BUILD_FLAGS below.
 set(REPROSGD_TEST_OPT_FLAGS "" CACHE STRING "Optimisation flags of the test programs (empty: the build's)")
 function(reprosgd_test_optimization target)
   if(REPROSGD_TEST_OPT_FLAGS)

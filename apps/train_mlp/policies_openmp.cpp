@@ -6,6 +6,8 @@
 namespace train_mlp {
 #if defined(KOKKOS_ENABLE_OPENMP)
 template int with_policy<DataPolicy<Kokkos::OpenMP, reprosgd::Exact>>(const Config&, const Data&);
+#if !REPROSGD_TRAIN_MLP_DEFAULT_BACKEND_ONLY  // has_native
 template int with_policy<DataPolicy<Kokkos::OpenMP, reprosgd::Native>>(const Config&, const Data&);
+#endif
 #endif
 }  // namespace train_mlp

@@ -6,7 +6,7 @@
 namespace train_mlp {
 #if defined(KOKKOS_ENABLE_THREADS)
 template int with_policy<DataPolicy<Kokkos::Threads, reprosgd::Exact>>(const Config&, const Data&);
-#if !defined(KOKKOS_ENABLE_OPENMP)  // Threads is the default host backend
+#if !defined(KOKKOS_ENABLE_OPENMP) && !REPROSGD_TRAIN_MLP_DEFAULT_BACKEND_ONLY  // Threads is the default host backend
 template int with_policy<DataPolicy<Kokkos::Threads, reprosgd::Native>>(const Config&, const Data&);
 #endif
 #endif

@@ -510,10 +510,17 @@ using DataPolicy = reprosgd::DataParallel<Space, Red>;
 template <class Space, class Red>
 using DataPolicy = reprosgd::Serial<Space, Red>;
 #endif
-// --reduction native only on the default host backend (the first of OpenMP, Threads and Serial
-// the build has): it is there to show what Exact prevents, and one instantiation of it is enough.
+// The host backends this train_mlp runs (--backend): every one its Kokkos has, or only the default
+// host backend (the first of OpenMP, Threads and Serial the build has) in a variant build for the
+// cross-build checks (REPROSGD_TRAIN_MLP_DEFAULT_BACKEND_ONLY).
 template <class Space>
-inline constexpr bool has_native = std::is_same_v<Space, Kokkos::DefaultHostExecutionSpace>;
+inline constexpr bool runs_backend =
+    !REPROSGD_TRAIN_MLP_DEFAULT_BACKEND_ONLY || std::is_same_v<Space, Kokkos::DefaultHostExecutionSpace>;
+// --reduction native only on the default host backend: it is there to show what Exact prevents, and
+// one instantiation of it is enough (none in a variant build for the cross-build checks).
+template <class Space>
+inline constexpr bool has_native =
+    !REPROSGD_TRAIN_MLP_DEFAULT_BACKEND_ONLY && std::is_same_v<Space, Kokkos::DefaultHostExecutionSpace>;
 #if REPROSGD_TRAIN_MLP_HOST_BACKENDS
 #if defined(KOKKOS_ENABLE_SERIAL)
 extern template int with_policy<DataPolicy<Kokkos::Serial, reprosgd::Exact>>(const Config&, const Data&);  // policies_serial.cpp
