@@ -131,7 +131,7 @@ void print_line(const Par& par, const Args& a, const Setup& s, const Variant& v,
   // With sleeping OpenMP workers every kernel pays for waking them: 2 threads ran slower than one
   // (docs/getting_started.md, "Threads"), so a line says which policy it was measured under.
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
-  const std::string policy = wait_policy && *wait_policy ? wait_policy : "unset";
+  if (!wait_policy || !*wait_policy) wait_policy = "unset";
   char extra[96] = "";
   if (v.checkpoint != "off") std::snprintf(extra, sizeof extra, "\"checkpoint_every\":%ld,", s.checkpoint_every);
   if (ratio >= 0.0) {
@@ -143,7 +143,7 @@ void print_line(const Par& par, const Args& a, const Setup& s, const Variant& v,
       "\"backend\":\"%s\",\"threads\":%d,\"omp_wait_policy\":\"%s\",\"ranks\":%d,\"reduction\":\"%s\",\"feature_chunk\":%d,\"trace\":\"%s\","
       "\"checkpoint\":\"%s\",%s\"samples_per_s\":%.1f,\"samples_per_s_best\":%.1f,\"repeats\":%d,"
       "\"steps_per_repeat\":%ld,\"peak_rss_mib\":%.1f,\"git\":\"%s\"}\n",
-      a.smoke ? "784-32-32-10" : "784-512-512-10", s.batch, s.mb, ctx.backend, ctx.threads, policy.c_str(), ctx.ranks,
+      a.smoke ? "784-32-32-10" : "784-512-512-10", s.batch, s.mb, ctx.backend, ctx.threads, wait_policy, ctx.ranks,
       Par::reduction_type::name(), s.feature_chunk, v.trace.c_str(), v.checkpoint.c_str(), extra, median, best,
       s.repeats, s.steps, reprosgd_bench::peak_rss_mib(), ctx.git);
 }

@@ -197,16 +197,11 @@ int with_space(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& da
     (void)data;
     not_in_default_backend_only("--backend " + c.backend);
   } else {
-    if (c.reduction == "native") {
-      if constexpr (has_native<Space>)
-        return with_policy<DataPolicy<Space, reprosgd::Native>>(c, data);
-      else if (REPROSGD_TRAIN_MLP_DEFAULT_BACKEND_ONLY)
-        not_in_default_backend_only("--reduction native");
-      else
-        throw reprosgd::config_error(std::string("train_mlp: --reduction native runs on the default backend (") +
-                                     Kokkos::DefaultHostExecutionSpace::name() + "), not --backend " + c.backend);
-    }
-    return with_policy<DataPolicy<Space, reprosgd::Exact>>(c, data);
+    if (c.reduction != "native") return with_policy<DataPolicy<Space, reprosgd::Exact>>(c, data);
+    if constexpr (has_native<Space>) return with_policy<DataPolicy<Space, reprosgd::Native>>(c, data);
+    if (REPROSGD_TRAIN_MLP_DEFAULT_BACKEND_ONLY) not_in_default_backend_only("--reduction native");
+    throw reprosgd::config_error(std::string("train_mlp: --reduction native runs on the default backend (") +
+                                 Kokkos::DefaultHostExecutionSpace::name() + "), not --backend " + c.backend);
   }
 }
 
