@@ -141,25 +141,33 @@ TEST_SUITE("reduction/exact across ranks") {
   TEST_CASE("Exact and Native: a NaN or Inf in one rank's row gives finite == false on every rank") {
     using Space = Kokkos::DefaultHostExecutionSpace;
     reprosgd::DataParallel<Space> par;
-    const long m = 2L * par.size() + 1;
-    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-                            -std::numeric_limits<float>::infinity()}) {
-      for (const int culprit : {0, par.size() - 1}) {
-        INFO("rank " << par.rank() << " of " << par.size() << ", bad value " << bad << " on rank " << culprit);
-        HostRows all = reprosgd_test::make_rows(3, m, n_elements, false);
-        const reprosgd::MicroBatchRange theirs = reprosgd::micro_batch_range_of(culprit, par.size(), m);
-        all(theirs.end - 1, n_elements - 5) = bad;  // in the last, partial block
-        reprosgd::ReductionResult result;
-        reprosgd::Exact exact;
-        reduce_owned<Space>(exact, par, all, &result);
-        CHECK_FALSE(result.finite);
-        reprosgd::Native native;
-        reduce_owned<Space>(native, par, all, &result);
-        CHECK_FALSE(result.finite);
-        // The group is still in step: a clean reduction afterwards is finite everywhere.
-        all(theirs.end - 1, n_elements - 5) = 1.0f;
-        reduce_owned<Space>(exact, par, all, &result);
-        CHECK(result.finite);
+    // 2P + 1 rows: some rank holds 3, and the sums travel as the ring's integers after an exponent
+    // agreement that sees the 255; P rows: one each, the rows themselves travel and the rank that
+    // sums the block finds the 255 (the bad value in the first block, summed by rank 0, or in the
+    // last, partial block, summed by rank P-1).
+    for (const long m : {2L * par.size() + 1, static_cast<long>(par.size())}) {
+      for (const float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity()}) {
+        for (const int culprit : {0, par.size() - 1}) {
+          for (const long at : {3L, n_elements - 5}) {
+            INFO("rank " << par.rank() << " of " << par.size() << ", M = " << m << ", bad value " << bad << " on rank "
+                         << culprit << " at element " << at);
+            HostRows all = reprosgd_test::make_rows(3, m, n_elements, false);
+            const reprosgd::MicroBatchRange theirs = reprosgd::micro_batch_range_of(culprit, par.size(), m);
+            all(theirs.end - 1, at) = bad;
+            reprosgd::ReductionResult result;
+            reprosgd::Exact exact;
+            reduce_owned<Space>(exact, par, all, &result);
+            CHECK_FALSE(result.finite);
+            reprosgd::Native native;
+            reduce_owned<Space>(native, par, all, &result);
+            CHECK_FALSE(result.finite);
+            // The group is still in step: a clean reduction afterwards is finite everywhere.
+            all(theirs.end - 1, at) = 1.0f;
+            reduce_owned<Space>(exact, par, all, &result);
+            CHECK(result.finite);
+          }
+        }
       }
     }
   }

@@ -43,7 +43,10 @@ REPROSGD_BEGIN_NAMESPACE
  * operations (concepts/exchange.hpp: DataParallel and the policies built on it) on host memory
  * the integer sums travel as a ring reduce-scatter (each rank ends with the exact totals of its
  * 1/P of the blocks; its own part is quantised, added and converted to float in one pass) and the
- * floats as an all-gather: 8 + 4 bytes per parameter instead of a float all-reduce's 4 + 4.
+ * floats as an all-gather: 8 + 4 bytes per parameter instead of a float all-reduce's 4 + 4. With at
+ * most 2 rows per rank the rows' floats travel instead (4k + 4 bytes), each rank receives every row
+ * of its 1/P of the blocks and finds their exponents itself: one pass over its own part, no exponent
+ * agreement, the traffic of a float all-reduce for k = 1.
  *
  * @collective @deterministic (rank-independent)
  */
@@ -157,6 +160,16 @@ class Exact {
       }
     }
 
+    if constexpr (fast_path<Par, Rows, Sum> && std::is_same_v<Scope, Whole>) {
+      // The rows exchange gives each rank every row of its run, so each block's exponent is found
+      // where the block is summed (finish's own_exponents) and no rank needs the others' exponents:
+      // agree on the row counts alone (the slots), and skip step 1's pass and step 2's all-reduce
+      // of an exponent per block. With more rows the ring's partial sums need agreed exponents.
+      for (long q = 0; q < slots; ++q) exps(nblocks + q) = q == par.rank() ? static_cast<std::int32_t>(k) : 0;
+      par.allreduce_max(Kokkos::subview(exps, Kokkos::make_pair(nblocks, nblocks + slots)));
+      if (max_rows(exps.data() + nblocks, slots) <= 2)
+        return {exchange_rows_gather(par, ws, kern, nblocks, exps.data() + nblocks, /*own_exponents=*/true)};
+    }
     // 1. Largest biased exponent per block over this rank's rows (255 flags Inf/NaN): an integer
     //    max of the magnitudes' bits, one work item per block (vectorised over its elements).
     kern.exponents(nblocks);
@@ -170,11 +183,10 @@ class Exact {
     //    too large for a float is reported like a NaN, never converted.
     if (par.size() == 1) return {agree_finite(kern.finish(0, nblocks, true, nullptr, 0) == 0, scope)};
     if constexpr (fast_path<Par, Rows, Sum>) {
-      long k_max = 0;
-      for (long q = 0; q < slots; ++q) k_max = exps(nblocks + q) > k_max ? exps(nblocks + q) : k_max;
       // Up to 2 rows per rank, sending the rows' floats (4k bytes per element) costs no more than
       // sending int64 partial sums (8), and takes one round instead of P-1.
-      if (k_max <= 2) return {agree_finite(exchange_rows_gather(par, ws, kern, nblocks, exps.data() + nblocks), scope)};
+      if (max_rows(exps.data() + nblocks, slots) <= 2)
+        return {agree_finite(exchange_rows_gather(par, ws, kern, nblocks, exps.data() + nblocks), scope)};
       return {agree_finite(ring_reduce_scatter_gather(par, ws, kern, nblocks), scope)};
     }
     // Any other policy, or device memory: an int64 all-reduce through the policy.
@@ -357,11 +369,21 @@ class Exact {
    * integers are those of the single-process sum (each value is quantised from its own float with
    * the agreed exponent, on whichever rank), and integer addition is exact in any order: the bits
    * do not depend on P. Traffic per rank: (P-1)/P * (4k + 4) bytes per element, for k = 1 the same
-   * as a ring float all-reduce. `k_of[q]` is rank q's row count. Returns whether no sum overflowed
-   * (agreed).
+   * as a ring float all-reduce. `k_of[q]` is rank q's row count. `own_exponents`: the block
+   * exponents were not agreed; each is found on the rank that sums the block, from every row of it
+   * (the same integer MAX the agreement computes), and an Inf or NaN fails the result like an
+   * overflow. Returns whether no sum overflowed (agreed).
    */
+  /// The largest of the row-count slots (every rank's k after the exponent agreement).
+  static long max_rows(const std::int32_t* k_of, long slots) {
+    long k_max = 0;
+    for (long q = 0; q < slots; ++q) k_max = k_of[q] > k_max ? k_of[q] : k_max;
+    return k_max;
+  }
+
   template <class Par, class Ws, class Kern>
-  static bool exchange_rows_gather(Par& par, Ws& ws, const Kern& kern, long nblocks, const std::int32_t* k_of) {
+  static bool exchange_rows_gather(Par& par, Ws& ws, const Kern& kern, long nblocks, const std::int32_t* k_of,
+                                   bool own_exponents = false) {
     const long p = par.size(), rank = par.rank();
     constexpr long segment_blocks = (1L << 30) / block_size;  // counts of at most 2^30 elements
     long overflowed = 0;
@@ -380,7 +402,7 @@ class Exact {
                         std::span<const std::int32_t>(k_of, static_cast<std::size_t>(p)), recv);
       const long b_mine = s0 + (rank * (s1 - s0) + p - 1) / p, b_next = s0 + ((rank + 1) * (s1 - s0) + p - 1) / p;
       overflowed += kern.finish(b_mine, b_next, true, nullptr, 0,
-                                detail::exact::ExtraRows{recv, received_rows, mine, my_first});
+                                detail::exact::ExtraRows{recv, received_rows, mine, my_first}, own_exponents);
       finite = par.allgather_runs(kern.sum.data() + offsets[0], counts, displs, overflowed == 0);
     }
     return finite;

@@ -140,13 +140,14 @@ struct BlockKernels {
     std::int32_t top;
     std::int32_t low;
   };
-  KOKKOS_INLINE_FUNCTION static Extent extent_of(const Rows& rows, long k, long lo, long len) {
+  KOKKOS_INLINE_FUNCTION static Extent extent_of(const Rows& rows, long k, long lo, long len, ExtraRows extra = {}) {
     // Largest and smallest non-zero magnitude: integer max/min over the bits. The min runs over
     // bits - 1, where a zero wraps to the largest pattern (so it never counts, and an all-zero
-    // block has span 0); branch-free, so the loop vectorises.
+    // block has span 0); branch-free, so the loop vectorises. Then the extra rows' elements of the
+    // block (extra.first <= lo), if any.
     std::uint32_t mx = 0, mn1 = 0xFFFFFFFFu;
-    for (long u = 0; u < k; ++u) {
-      const float* const x = &rows(u, lo);
+    for (long u = 0; u < k + extra.rows; ++u) {
+      const float* const x = u < k ? &rows(u, lo) : extra.data + (u - k) * extra.stride + (lo - extra.first);
       for (long j = 0; j < len; ++j) {
         const std::uint32_t mb = detail::exact::magnitude_bits(x[j]);
         mx = mb > mx ? mb : mx;
@@ -275,8 +276,13 @@ struct BlockKernels {
 
   /// sum(i) = the float of (add + [with_rows] this rank's rows' quantise(rows(u, i)) + the extra
   /// rows' ones); returns how many of these were too large for a float (each set to +0): an
-  /// integer count, exact in any order.
-  long finish(long b0, long b1, bool with_rows, const std::int64_t* add, long add_first, ExtraRows extra = {}) const {
+  /// integer count, exact in any order. `own_exponents` (host only; with_rows, no `add`): every row
+  /// of these blocks is here, so each block's exponent is its own rows' largest, found in the same
+  /// pass while the block is in L1 and written to exps(b) (no agreement needed), and the block is
+  /// summed as speculate() sums it (in double where that gives the grid's bits); a block holding an
+  /// Inf or NaN (exponent 255) counts as one bad sum and its sums are left unwritten.
+  long finish(long b0, long b1, bool with_rows, const std::int64_t* add, long add_first, ExtraRows extra = {},
+              bool own_exponents = false) const {
     if (b1 <= b0) return 0;
     const std::int32_t h = headroom;
     const long k_ = with_rows ? k : 0;
@@ -287,6 +293,34 @@ struct BlockKernels {
           KOKKOS_CLASS_LAMBDA(const long b, long& bad) {
             const long lo = blocks.begin(b);
             const long len = blocks.begin(b + 1) - lo;
+            if (own_exponents) {
+              // As speculate() does for a rank holding every row: the block's own extent, then the
+              // double sum where it gives the grid's bits (double_exact), else the grid below.
+              const Extent x = extent_of(rows, k_, lo, len, extra);
+              exps(b) = x.top;
+              if (x.top == 255) {
+                bad += 1;
+                return;
+              }
+              if (double_exact(x.top, x.low, h)) {
+                double t[block_size];
+                for (long j = 0; j < len; ++j) t[j] = 0.0;
+                for (long u = 0; u < k_; ++u)
+                  for (long j = 0; j < len; ++j) t[j] += static_cast<double>(rows(u, lo + j));
+                for (long v = 0; v < extra.rows; ++v) {
+                  const float* const e = extra.data + v * extra.stride + (lo - extra.first);
+                  for (long j = 0; j < len; ++j) t[j] += static_cast<double>(e[j]);
+                }
+                int count = 0;
+                for (long j = 0; j < len; ++j) {
+                  int over;
+                  sum(lo + j) = detail::exact::to_float_checked(t[j], over);
+                  count += over;
+                }
+                bad += count;
+                return;
+              }
+            }
             const std::int32_t base = quantise_base(exps(b), h);
             const double scale = dequantise_scale(exps(b), h);
             std::int64_t t[block_size];
