@@ -211,20 +211,23 @@ int with_model_parallel(const Config& c, const reprosgd::TrainTest<Kokkos::HostS
   using namespace reprosgd;
   const std::string what = "train_mlp: --parallel " + c.parallel;
   if (c.reduction != "exact") throw config_error(what + " needs --reduction exact");
-  if (c.fault_tolerance == "restart")
-    throw config_error(what + " supports --fault-tolerance abort or shrink (not restart)");
-  if (c.fault_tolerance == "shrink" && c.format != "portable")
-    throw config_error(what + " --fault-tolerance shrink writes checkpoints in --format portable");
+  if (c.fault_tolerance != "abort" && c.format != "portable")
+    throw config_error(what + " --fault-tolerance " + c.fault_tolerance + " writes checkpoints in --format portable");
   if (c.backend != "default" && c.backend != Kokkos::DefaultHostExecutionSpace::name() &&
       !(c.backend == "openmp" && std::string(Kokkos::DefaultHostExecutionSpace::name()) == "OpenMP") &&
       !(c.backend == "threads" && std::string(Kokkos::DefaultHostExecutionSpace::name()) == "Threads"))
     throw config_error(what + " runs on the default backend (" + Kokkos::DefaultHostExecutionSpace::name() +
                        "), not --backend " + c.backend);
-  if (c.fault_tolerance == "shrink") {
+  // restart: the survivors of a failure stop with exit 75 and the relaunch resumes from the newest
+  // checkpoint on fewer ranks (a sharded checkpoint does not depend on the grid; without --grid the
+  // relaunch takes the most square grid of its rank count). UlfmHybrid, so that a failure reaches
+  // every survivor as an error instead of ending the job.
+  if (c.fault_tolerance != "abort") {
 #if REPROSGD_HAS_ULFM
-    return with_policy<UlfmHybrid<Kokkos::DefaultHostExecutionSpace, Exact>, ShrinkAndContinue>(c, data);
+    if (c.fault_tolerance == "shrink") return with_policy<UlfmGrid, ShrinkAndContinue>(c, data);
+    return with_policy<UlfmGrid, RestartFromCheckpoint>(c, data);
 #else
-    throw config_error(what + " --fault-tolerance shrink needs an MPI with ULFM");
+    throw config_error(what + " --fault-tolerance " + c.fault_tolerance + " needs an MPI with ULFM");
 #endif
   }
 #if REPROSGD_HAS_MPI

@@ -423,6 +423,29 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
   return 0;
 }
 
+// make_policy under the start-up deadline (--startup-timeout): the policy's communicators are made
+// by collectives over every rank (MPI_Comm_dup, a grid's splits, a spare pool's), and a rank that
+// dies just before or inside them can leave a survivor in a call that never returns: 1 of 72
+// random kills in the campaign (kill_campaign.sh, hybrid, 96 ms after launch) hung the job for 60 s
+// after one survivor had reported "MPI_Comm_dup failed: MPI_ERR_PROC_FAILED" (where the others
+// waited was not captured). So the deadline ends such a rank like a death inside MPI_Init: one
+// line, exit 76, relaunch. Not the rest of the set-up (a resume reads files of any size).
+template <class Par>
+Par make_policy_before_deadline(const Config& c) {
+#if REPROSGD_HAS_MPI
+  int ranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  reprosgd::detail::Watchdog deadline(
+      ranks > 1 ? c.startup_timeout : 0.0,
+      "train_mlp: the ranks did not finish setting up their communicators within " +
+          reprosgd::detail::seconds_text(c.startup_timeout) +
+          " s (--startup-timeout): a process of the job probably failed while the ranks were setting up; exiting "
+          "with " + std::to_string(reprosgd::startup_failure_exit_code) + " so that the job is relaunched",
+      reprosgd::startup_failure_exit_code);
+#endif
+  return make_policy<Par>(c);
+}
+
 // The Trainer always runs on FailureInjection<Par>, which kills this process at the points
 // --inject-failure schedules (identity: the MPI_COMM_WORLD rank). Without a schedule (or in an
 // attempt relaunched by scripts/relaunch.sh, REPROSGD_ATTEMPT > 1, which does not die again on
@@ -440,7 +463,7 @@ int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTes
   // are the first the other ranks enter without this one).
   schedule.maybe_fail(world_rank(), 0, FailurePoint::setup);
   return train_on<FailureInjection<Par>, Fault>(
-      c, FailureInjection<Par>(schedule, world_rank(), make_policy<Par>(c)), std::move(model), opt, data);
+      c, FailureInjection<Par>(schedule, world_rank(), make_policy_before_deadline<Par>(c)), std::move(model), opt, data);
 }
 
 template <class Par, class Fault, class Model>
@@ -548,6 +571,7 @@ extern template int with_policy<UlfmData, reprosgd::ShrinkAndContinue>(const Con
 extern template int with_policy<UlfmData, reprosgd::RestartFromCheckpoint>(const Config&, const Data&);
 using UlfmGrid = reprosgd::UlfmHybrid<Kokkos::DefaultHostExecutionSpace, reprosgd::Exact>;  // policies_model.cpp
 extern template int with_policy<UlfmGrid, reprosgd::ShrinkAndContinue>(const Config&, const Data&);
+extern template int with_policy<UlfmGrid, reprosgd::RestartFromCheckpoint>(const Config&, const Data&);  // policies_model_restart.cpp
 #endif
 #if REPROSGD_HAS_MPI
 using Grid = reprosgd::Hybrid<Kokkos::DefaultHostExecutionSpace, reprosgd::Exact>;  // policies_model.cpp
