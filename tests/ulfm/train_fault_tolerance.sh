@@ -147,6 +147,11 @@ case $kind in
     ((rc == 7)) || fail "expected exit 7, got $rc"
     if grep -q '^fingerprint ' "$work/out"; then fail "a fingerprint was printed"; fi
     grep -q "fewer than min_ranks 5" "$work/out" || fail "no worker said why the run ended"
+    # Every rank that says so names the lost worker, the recruited spare too (its list came from
+    # the rendezvous, not from a shrink it took part in).
+    lost=${spec%%@*}
+    grep "fewer than min_ranks 5" "$work/out" | grep -v "lost rank(s) $lost at step" &&
+      fail "a rank's min_ranks line does not name the lost rank $lost"
     # The spare leaves with the workers' error as soon as every worker released it; the launcher
     # may end the job first (a worker's exit 7), so its line is reported, not required (1 run in 7
     # lacked it). What must hold either way: no hang and no process left.

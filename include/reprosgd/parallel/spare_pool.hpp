@@ -30,6 +30,7 @@ struct PoolAssignment {
   detail::CommHandle workers;   ///< the new workers' communicator (MPI_COMM_NULL: still a spare)
   std::vector<int> ids;         ///< ids[rank in `workers`]: that process's id (rank in the job's communicator)
   std::vector<int> joined;      ///< ids of the spares recruited by this rendezvous, ascending
+  std::vector<int> lost;        ///< ids of the workers of the previous rendezvous (or the start) gone since, ascending
 };
 
 /**
@@ -84,6 +85,7 @@ class SparePool {
     detail::mpi_check(MPI_Comm_split(dup, spare_ ? MPI_UNDEFINED : 0, rank, &part), "reprosgd::SparePool: MPI_Comm_split");
     initial_ = detail::CommHandle(part);
     for (int r = 0; r < size; ++r) (r < target_ ? workers_ : spares_).push_back(r);
+    worker_ids_ = workers_;  // pool ranks are ids until the first shrink
   }
 
   /// Whether this process is (still) an idle spare.
@@ -230,6 +232,13 @@ class SparePool {
           }
         }
         std::sort(a.joined.begin(), a.joined.end());
+        // The workers lost since the last rendezvous: what a newcomer's report names (it took no
+        // part in the survivors' shrink).
+        std::vector<int> live;
+        for (int r = 0; r < n; ++r) live.push_back(at(r, 2));
+        for (int w : worker_ids_)
+          if (std::find(live.begin(), live.end(), w) == live.end()) a.lost.push_back(w);
+        std::sort(a.lost.begin(), a.lost.end());
         const auto pos = std::find(order.begin(), order.end(), me);
         const bool working = pos != order.end();
         MPI_Comm next = MPI_COMM_NULL;
@@ -245,6 +254,7 @@ class SparePool {
       if (a.workers) detail::mpi_check(MPI_Comm_set_errhandler(a.workers.get(), MPI_ERRORS_RETURN),
                                        "reprosgd::SparePool: MPI_Comm_set_errhandler");
       workers_ = order;
+      worker_ids_ = a.ids;
       spares_ = idle;
       spare_ = !a.workers;
       if (spare_) a.ids.clear();
@@ -256,6 +266,7 @@ class SparePool {
   detail::CommHandle initial_;  // the workers' communicator at construction (null on a spare)
   std::vector<int> workers_;    // pool ranks of the workers (as of the last rendezvous)
   std::vector<int> spares_;     // pool ranks of the idle spares
+  std::vector<int> worker_ids_;  // ids of the workers (as of the last rendezvous)
   int id_ = 0;
   int target_ = 1;
   int release_code_ = 0;

@@ -134,6 +134,7 @@ class UlfmDataParallel : public DataParallel<ExecSpace, Red> {
     if (!a.workers) return std::nullopt;
     RecoveryReport report;
     report.old_size = 1;
+    report.lost_original_ranks = a.lost;  // the failure that made the survivors recruit it
     adopt(std::move(a), report);
     needs_state_ = true;
     report.regrow_seconds = report.seconds = MPI_Wtime() - start;
