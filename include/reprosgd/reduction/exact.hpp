@@ -160,6 +160,7 @@ class Exact {
       }
     }
 
+    long agreed_slots = 0;  // row-count slots already agreed (they stay in exps)
     if constexpr (fast_path<Par, Rows, Sum> && std::is_same_v<Scope, Whole>) {
       // The rows exchange gives each rank every row of its run, so each block's exponent is found
       // where the block is summed (finish's own_exponents) and no rank needs the others' exponents:
@@ -169,13 +170,14 @@ class Exact {
       par.allreduce_max(Kokkos::subview(exps, Kokkos::make_pair(nblocks, nblocks + slots)));
       if (max_rows(exps.data() + nblocks, slots) <= 2)
         return {exchange_rows_gather(par, ws, kern, nblocks, exps.data() + nblocks, /*own_exponents=*/true)};
+      agreed_slots = slots;  // the exponent all-reduce need not carry them again
     }
     // 1. Largest biased exponent per block over this rank's rows (255 flags Inf/NaN): an integer
     //    max of the magnitudes' bits, one work item per block (vectorised over its elements).
     kern.exponents(nblocks);
     space.fence();
     // 2. Agree on it across ranks (integer max: exact in any order).
-    if (!agree_exponents(par, ws, nblocks, slots, k, scope)) return {false};
+    if (!agree_exponents(par, ws, nblocks, slots - agreed_slots, k, scope)) return {false};
 
     // 3.-5. Quantise onto the block grids and add the rows as integers (exact: the M rows'
     //    integers stay below 2^62 in magnitude, see detail::exact), add the ranks' integers
@@ -360,6 +362,13 @@ class Exact {
     }
   }
 
+  /// The largest of the row-count slots (every rank's k once the slots are agreed).
+  static long max_rows(const std::int32_t* k_of, long slots) {
+    long k_max = 0;
+    for (long q = 0; q < slots; ++q) k_max = k_of[q] > k_max ? k_of[q] : k_max;
+    return k_max;
+  }
+
   /**
    * Steps 3-5 on a group with the Exchange operations, on host memory, when no rank holds more
    * than 2 rows. The blocks are cut into P runs of whole blocks, run q for rank q. Every rank sends
@@ -374,13 +383,6 @@ class Exact {
    * (the same integer MAX the agreement computes), and an Inf or NaN fails the result like an
    * overflow. Returns whether no sum overflowed (agreed).
    */
-  /// The largest of the row-count slots (every rank's k after the exponent agreement).
-  static long max_rows(const std::int32_t* k_of, long slots) {
-    long k_max = 0;
-    for (long q = 0; q < slots; ++q) k_max = k_of[q] > k_max ? k_of[q] : k_max;
-    return k_max;
-  }
-
   template <class Par, class Ws, class Kern>
   static bool exchange_rows_gather(Par& par, Ws& ws, const Kern& kern, long nblocks, const std::int32_t* k_of,
                                    bool own_exponents = false) {

@@ -140,6 +140,10 @@ struct BlockKernels {
     std::int32_t top;
     std::int32_t low;
   };
+  /// Row u's elements from lo on: this rank's row u for u < k, else extra row u - k (extra.first <= lo).
+  KOKKOS_INLINE_FUNCTION static const float* row_of(const Rows& rows, long k, long u, long lo, const ExtraRows& extra) {
+    return u < k ? &rows(u, lo) : extra.data + (u - k) * extra.stride + (lo - extra.first);
+  }
   KOKKOS_INLINE_FUNCTION static Extent extent_of(const Rows& rows, long k, long lo, long len, ExtraRows extra = {}) {
     // Largest and smallest non-zero magnitude: integer max/min over the bits. The min runs over
     // bits - 1, where a zero wraps to the largest pattern (so it never counts, and an all-zero
@@ -147,7 +151,7 @@ struct BlockKernels {
     // block (extra.first <= lo), if any.
     std::uint32_t mx = 0, mn1 = 0xFFFFFFFFu;
     for (long u = 0; u < k + extra.rows; ++u) {
-      const float* const x = u < k ? &rows(u, lo) : extra.data + (u - k) * extra.stride + (lo - extra.first);
+      const float* const x = row_of(rows, k, u, lo, extra);
       for (long j = 0; j < len; ++j) {
         const std::uint32_t mb = detail::exact::magnitude_bits(x[j]);
         mx = mb > mx ? mb : mx;
@@ -164,20 +168,21 @@ struct BlockKernels {
   KOKKOS_INLINE_FUNCTION static bool double_exact(std::int32_t top, std::int32_t low, std::int32_t h) {
     return (top > 1 ? top : 1) - low <= detail::exact::exact_double_span(h);
   }
-  /// sum over the block = the double sum of its rows (exact when double_exact()); returns how many
-  /// sums were too large for a float (each set to +0).
-  KOKKOS_INLINE_FUNCTION static int double_sum(const Rows& rows, const Sum& sum, long k, long lo, long len) {
+  /// sum over the block = the double sum of its rows and the extra rows (exact when
+  /// double_exact()); returns how many sums were too large for a float (each set to +0).
+  KOKKOS_INLINE_FUNCTION static int double_sum(const Rows& rows, const Sum& sum, long k, long lo, long len,
+                                               const ExtraRows& extra = {}) {
     int count = 0;
-    if (k == 1) {
+    if (k + extra.rows == 1) {
       // One row: its exact sum is the row itself (+0 for -0, as the integer total 0 gives).
-      const float* const x = &rows(0, lo);
+      const float* const x = row_of(rows, k, 0, lo, extra);
       for (long j = 0; j < len; ++j) sum(lo + j) = x[j] + 0.0f;
       return 0;
     }
     double t[block_size];
     for (long j = 0; j < len; ++j) t[j] = 0.0;
-    for (long u = 0; u < k; ++u) {
-      const float* const x = &rows(u, lo);
+    for (long u = 0; u < k + extra.rows; ++u) {
+      const float* const x = row_of(rows, k, u, lo, extra);
       for (long j = 0; j < len; ++j) t[j] += static_cast<double>(x[j]);
     }
     for (long j = 0; j < len; ++j) {
@@ -187,14 +192,18 @@ struct BlockKernels {
     }
     return count;
   }
-  /// sum over the block = its rows quantised onto the grid of exponent e, added and converted back
-  /// (as finish() does); returns how many sums were too large for a float.
+  /// sum over the block = its rows and the extra rows quantised onto the grid of exponent e, added
+  /// and converted back (as finish() does); returns how many sums were too large for a float.
   KOKKOS_INLINE_FUNCTION static int grid_sum(const Rows& rows, const Sum& sum, long k, long lo, long len, std::int32_t e,
-                                             std::int32_t h) {
+                                             std::int32_t h, const ExtraRows& extra = {}) {
     const std::int32_t base = detail::exact::quantise_base(e, h);
     const double scale = detail::exact::dequantise_scale(e, h);
     std::int64_t t[block_size];
     quantise_block(t, nullptr, rows, k, lo, len, base);
+    for (long v = 0; v < extra.rows; ++v) {
+      const float* const x = row_of(rows, k, k + v, lo, extra);
+      for (long j = 0; j < len; ++j) t[j] += detail::exact::quantise(x[j], base);
+    }
     int count = 0;
     for (long j = 0; j < len; ++j) {
       int over;
@@ -204,16 +213,16 @@ struct BlockKernels {
     return count;
   }
 
-  /// The block's sums with its own largest exponent as the agreed one, in one pass while its rows
-  /// are in L1: the double sum when that is exact, else the integer grid. Returns the block's
-  /// extent (top 255: an Inf or NaN, the sums left unwritten); `over` counts the sums too large
-  /// for a float.
+  /// The block's sums (of its rows and the extra rows) with its own largest exponent as the agreed
+  /// one, in one pass while its rows are in L1: the double sum when that is exact, else the integer
+  /// grid. Returns the block's extent (top 255: an Inf or NaN, the sums left unwritten); `over`
+  /// counts the sums too large for a float.
   KOKKOS_INLINE_FUNCTION static Extent sum_with_own_exponent(const Rows& rows, const Sum& sum, long k, long lo, long len,
-                                                             std::int32_t h, int& over) {
-    const Extent x = extent_of(rows, k, lo, len);
+                                                             std::int32_t h, int& over, const ExtraRows& extra = {}) {
+    const Extent x = extent_of(rows, k, lo, len, extra);
     over = x.top == 255                    ? 0
-           : double_exact(x.top, x.low, h) ? double_sum(rows, sum, k, lo, len)
-                                           : grid_sum(rows, sum, k, lo, len, x.top, h);
+           : double_exact(x.top, x.low, h) ? double_sum(rows, sum, k, lo, len, extra)
+                                           : grid_sum(rows, sum, k, lo, len, x.top, h, extra);
     return x;
   }
 
@@ -279,7 +288,8 @@ struct BlockKernels {
   /// integer count, exact in any order. `own_exponents` (host only; with_rows, no `add`): every row
   /// of these blocks is here, so each block's exponent is its own rows' largest, found in the same
   /// pass while the block is in L1 and written to exps(b) (no agreement needed), and the block is
-  /// summed as speculate() sums it (in double where that gives the grid's bits); a block holding an
+  /// summed as speculate() sums it (sum_with_own_exponent: in double where that gives the grid's
+  /// bits); a block holding an
   /// Inf or NaN (exponent 255) counts as one bad sum and its sums are left unwritten.
   long finish(long b0, long b1, bool with_rows, const std::int64_t* add, long add_first, ExtraRows extra = {},
               bool own_exponents = false) const {
@@ -293,33 +303,12 @@ struct BlockKernels {
           KOKKOS_CLASS_LAMBDA(const long b, long& bad) {
             const long lo = blocks.begin(b);
             const long len = blocks.begin(b + 1) - lo;
-            if (own_exponents) {
-              // As speculate() does for a rank holding every row: the block's own extent, then the
-              // double sum where it gives the grid's bits (double_exact), else the grid below.
-              const Extent x = extent_of(rows, k_, lo, len, extra);
+            if (own_exponents) {  // as speculate() sums a block whose every row is here
+              int over;
+              const Extent x = sum_with_own_exponent(rows, sum, k_, lo, len, h, over, extra);
               exps(b) = x.top;
-              if (x.top == 255) {
-                bad += 1;
-                return;
-              }
-              if (double_exact(x.top, x.low, h)) {
-                double t[block_size];
-                for (long j = 0; j < len; ++j) t[j] = 0.0;
-                for (long u = 0; u < k_; ++u)
-                  for (long j = 0; j < len; ++j) t[j] += static_cast<double>(rows(u, lo + j));
-                for (long v = 0; v < extra.rows; ++v) {
-                  const float* const e = extra.data + v * extra.stride + (lo - extra.first);
-                  for (long j = 0; j < len; ++j) t[j] += static_cast<double>(e[j]);
-                }
-                int count = 0;
-                for (long j = 0; j < len; ++j) {
-                  int over;
-                  sum(lo + j) = detail::exact::to_float_checked(t[j], over);
-                  count += over;
-                }
-                bad += count;
-                return;
-              }
+              bad += x.top == 255 ? 1 : over;
+              return;
             }
             const std::int32_t base = quantise_base(exps(b), h);
             const double scale = dequantise_scale(exps(b), h);
