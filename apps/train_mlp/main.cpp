@@ -7,6 +7,8 @@
 /// lost beyond what the fault policy handles, 75 relaunch me (--fault-tolerance restart), 1 anything else).
 #include "train.hpp"
 
+#include <cctype>
+
 #include <build_info.hpp>  // REPROSGD_BUILD_COMPILER, REPROSGD_BUILD_FLAGS (apps/train_mlp/CMakeLists.txt)
 
 namespace train_mlp {
@@ -154,36 +156,6 @@ void standardize(Config& c, reprosgd::TrainTest<Kokkos::HostSpace>& d, bool say)
                 targets ? "; the epoch lines' loss and RMSE are in standardized units" : "");
 }
 
-#if !REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY
-// --fault-tolerance shrink|restart: UlfmDataParallel with the Exact reduction (a shrink changes P,
-// which only Exact makes invisible in the bits) on the default host backend (instantiated once to
-// keep the build time down).
-int with_fault_tolerance(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
-  using namespace reprosgd;
-  if (c.reduction != "exact")
-    throw config_error("train_mlp: --fault-tolerance " + c.fault_tolerance +
-                       " needs --reduction exact (after a shrink the rank count changes, and only exact keeps the bits)");
-  if (c.format != "portable")
-    throw config_error("train_mlp: --fault-tolerance " + c.fault_tolerance + " writes checkpoints in --format portable");
-  if (c.backend != "default" && c.backend != Kokkos::DefaultHostExecutionSpace::name() &&
-      !(c.backend == "openmp" && std::string(Kokkos::DefaultHostExecutionSpace::name()) == "OpenMP") &&
-      !(c.backend == "threads" && std::string(Kokkos::DefaultHostExecutionSpace::name()) == "Threads"))
-    throw config_error("train_mlp: --fault-tolerance " + c.fault_tolerance + " runs on the default backend (" +
-                       Kokkos::DefaultHostExecutionSpace::name() + "), not --backend " + c.backend);
-#if REPROSGD_HAS_ULFM
-  using Par = UlfmDataParallel<Kokkos::DefaultHostExecutionSpace, Exact>;
-  if (c.fault_tolerance == "shrink") return with_policy<Par, ShrinkAndContinue>(c, data);
-  return with_policy<Par, RestartFromCheckpoint>(c, data);
-#else
-  (void)data;
-  throw config_error("train_mlp: --fault-tolerance " + c.fault_tolerance +
-                     " needs an MPI with ULFM (MPIX_Comm_shrink in <mpi-ext.h>, e.g. Open MPI 5 run with mpiexec "
-                     "--with-ft ulfm); this build has none: use --fault-tolerance abort");
-#endif
-}
-
-#endif
-
 // What a variant build for the cross-build checks leaves out says so (REPROSGD_TRAIN_MLP_DEFAULT_BACKEND_ONLY).
 [[noreturn]] inline void not_in_default_backend_only(const std::string& option) {
   throw reprosgd::config_error("train_mlp: " + option +
@@ -206,36 +178,77 @@ int with_space(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& da
 }
 
 #if !REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY
-// --parallel model|hybrid: Hybrid with the Exact reduction on the default host backend.
+// --fault-tolerance shrink|restart: UlfmDataParallel on Space (train.hpp's MPI policies).
+template <class Space>
+int with_fault_tolerance(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
+  using namespace reprosgd;
+  if (c.reduction != "exact")
+    throw config_error("train_mlp: --fault-tolerance " + c.fault_tolerance +
+                       " needs --reduction exact (after a shrink the rank count changes, and only exact keeps the bits)");
+  if (c.format != "portable")
+    throw config_error("train_mlp: --fault-tolerance " + c.fault_tolerance + " writes checkpoints in --format portable");
+#if REPROSGD_HAS_ULFM
+  if (c.fault_tolerance == "shrink") return with_policy<UlfmData<Space>, ShrinkAndContinue>(c, data);
+  return with_policy<UlfmData<Space>, RestartFromCheckpoint>(c, data);
+#else
+  (void)data;
+  throw config_error("train_mlp: --fault-tolerance " + c.fault_tolerance +
+                     " needs an MPI with ULFM (MPIX_Comm_shrink in <mpi-ext.h>, e.g. Open MPI 5 run with mpiexec "
+                     "--with-ft ulfm); this build has none: use --fault-tolerance abort");
+#endif
+}
+
+// --parallel model|hybrid: Hybrid on Space, or UlfmHybrid under a fault policy (train.hpp's MPI policies).
+template <class Space>
 int with_model_parallel(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
   using namespace reprosgd;
   const std::string what = "train_mlp: --parallel " + c.parallel;
   if (c.reduction != "exact") throw config_error(what + " needs --reduction exact");
   if (c.fault_tolerance != "abort" && c.format != "portable")
     throw config_error(what + " --fault-tolerance " + c.fault_tolerance + " writes checkpoints in --format portable");
-  if (c.backend != "default" && c.backend != Kokkos::DefaultHostExecutionSpace::name() &&
-      !(c.backend == "openmp" && std::string(Kokkos::DefaultHostExecutionSpace::name()) == "OpenMP") &&
-      !(c.backend == "threads" && std::string(Kokkos::DefaultHostExecutionSpace::name()) == "Threads"))
-    throw config_error(what + " runs on the default backend (" + Kokkos::DefaultHostExecutionSpace::name() +
-                       "), not --backend " + c.backend);
   // restart: the survivors of a failure stop with exit 75 and the relaunch resumes from the newest
   // checkpoint on fewer ranks (a sharded checkpoint does not depend on the grid; without --grid the
   // relaunch takes the most square grid of its rank count). UlfmHybrid, so that a failure reaches
   // every survivor as an error instead of ending the job.
   if (c.fault_tolerance != "abort") {
 #if REPROSGD_HAS_ULFM
-    if (c.fault_tolerance == "shrink") return with_policy<UlfmGrid, ShrinkAndContinue>(c, data);
-    return with_policy<UlfmGrid, RestartFromCheckpoint>(c, data);
+    if (c.fault_tolerance == "shrink") return with_policy<UlfmGrid<Space>, ShrinkAndContinue>(c, data);
+    return with_policy<UlfmGrid<Space>, RestartFromCheckpoint>(c, data);
 #else
     throw config_error(what + " --fault-tolerance " + c.fault_tolerance + " needs an MPI with ULFM");
 #endif
   }
 #if REPROSGD_HAS_MPI
-  return with_policy<Hybrid<Kokkos::DefaultHostExecutionSpace, Exact>>(c, data);
+  return with_policy<Grid<Space>>(c, data);
 #else
   (void)data;
   throw config_error(what + " needs a build with MPI");
 #endif
+}
+
+// The MPI policies (--parallel model|hybrid, --fault-tolerance shrink|restart) on the host backend
+// --backend names: the default host backend and, beside it, Serial (TRAIN_MLP_SERIAL_MPI_POLICIES).
+// A device backend runs the data-parallel policy without a fault policy only.
+int with_mpi_policies(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
+  using Default = Kokkos::DefaultHostExecutionSpace;
+  const auto on = [&]<class Space>() {
+    return c.parallel != "data" ? with_model_parallel<Space>(c, data) : with_fault_tolerance<Space>(c, data);
+  };
+  std::string default_name = Default::name();
+  std::transform(default_name.begin(), default_name.end(), default_name.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  if (c.backend == "default" || c.backend == default_name) return on.template operator()<Default>();
+  std::string hosts = default_name;
+#if TRAIN_MLP_SERIAL_MPI_POLICIES
+  if (c.backend == "serial") return on.template operator()<Kokkos::Serial>();
+  hosts += ", serial";
+#endif
+  const std::string what = c.parallel != "data" ? "--parallel " + c.parallel : "--fault-tolerance " + c.fault_tolerance;
+#if defined(KOKKOS_ENABLE_SERIAL)
+  if (REPROSGD_TRAIN_MLP_DEFAULT_BACKEND_ONLY && c.backend == "serial") not_in_default_backend_only("--backend serial");
+#endif
+  throw reprosgd::config_error("train_mlp: " + what + " runs on the host backends of this build (" + hosts +
+                               "), not --backend " + c.backend);
 }
 #endif
 
@@ -290,8 +303,7 @@ int run(Config c) {  // a copy: standardize() adds the statistics it computed
   auto data = load_data(c, !c.quiet && world_rank() == 0);
   standardize(c, data, !c.quiet && world_rank() == 0);
 #if !REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY
-  if (c.parallel != "data") return with_model_parallel(c, data);
-  if (c.fault_tolerance != "abort") return with_fault_tolerance(c, data);
+  if (c.parallel != "data" || c.fault_tolerance != "abort") return with_mpi_policies(c, data);
 #endif
 #if REPROSGD_TRAIN_MLP_HOST_BACKENDS
 #if defined(KOKKOS_ENABLE_SERIAL)

@@ -6,10 +6,10 @@
 namespace train_mlp {
 #if !REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY
 #if REPROSGD_HAS_MPI
-template int with_policy<Grid>(const Config&, const Data&);
+template int with_policy<Grid<Kokkos::DefaultHostExecutionSpace>>(const Config&, const Data&);
 #endif
 #if REPROSGD_HAS_ULFM
-template int with_policy<UlfmGrid, reprosgd::ShrinkAndContinue>(const Config&, const Data&);
+template int with_policy<UlfmGrid<Kokkos::DefaultHostExecutionSpace>, reprosgd::ShrinkAndContinue>(const Config&, const Data&);
 #endif
 #endif
 }  // namespace train_mlp

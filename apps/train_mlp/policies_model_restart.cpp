@@ -5,6 +5,6 @@
 
 namespace train_mlp {
 #if !REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY && REPROSGD_HAS_ULFM
-template int with_policy<UlfmGrid, reprosgd::RestartFromCheckpoint>(const Config&, const Data&);
+template int with_policy<UlfmGrid<Kokkos::DefaultHostExecutionSpace>, reprosgd::RestartFromCheckpoint>(const Config&, const Data&);
 #endif
 }  // namespace train_mlp

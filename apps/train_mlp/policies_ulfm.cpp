@@ -6,8 +6,8 @@
 namespace train_mlp {
 #if !REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY
 #if REPROSGD_HAS_ULFM
-template int with_policy<UlfmData, reprosgd::ShrinkAndContinue>(const Config&, const Data&);
-template int with_policy<UlfmData, reprosgd::RestartFromCheckpoint>(const Config&, const Data&);
+template int with_policy<UlfmData<Kokkos::DefaultHostExecutionSpace>, reprosgd::ShrinkAndContinue>(const Config&, const Data&);
+template int with_policy<UlfmData<Kokkos::DefaultHostExecutionSpace>, reprosgd::RestartFromCheckpoint>(const Config&, const Data&);
 #endif
 #endif
 }  // namespace train_mlp

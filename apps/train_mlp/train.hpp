@@ -565,17 +565,48 @@ extern template int with_policy<DataPolicy<Kokkos::Threads, reprosgd::Native>>(c
 #if defined(KOKKOS_ENABLE_CUDA)
 extern template int with_policy<DataPolicy<Kokkos::Cuda, reprosgd::Exact>>(const Config&, const Data&);  // policies_cuda.cpp
 #endif
+// The MPI policies (--fault-tolerance shrink|restart, --parallel model|hybrid) on one host backend,
+// each with the Exact reduction (a shrink or a regrid changes the rank count, which only Exact makes
+// invisible in the bits). The default host backend's are in policies_ulfm.cpp, policies_model.cpp and
+// policies_model_restart.cpp; Serial's, where Serial sits beside a parallel default host backend, in
+// the policies_serial_*.cpp of the same names.
 #if REPROSGD_HAS_ULFM
-using UlfmData = reprosgd::UlfmDataParallel<Kokkos::DefaultHostExecutionSpace, reprosgd::Exact>;  // policies_ulfm.cpp
-extern template int with_policy<UlfmData, reprosgd::ShrinkAndContinue>(const Config&, const Data&);
-extern template int with_policy<UlfmData, reprosgd::RestartFromCheckpoint>(const Config&, const Data&);
-using UlfmGrid = reprosgd::UlfmHybrid<Kokkos::DefaultHostExecutionSpace, reprosgd::Exact>;  // policies_model.cpp
-extern template int with_policy<UlfmGrid, reprosgd::ShrinkAndContinue>(const Config&, const Data&);
-extern template int with_policy<UlfmGrid, reprosgd::RestartFromCheckpoint>(const Config&, const Data&);  // policies_model_restart.cpp
+template <class Space>
+using UlfmData = reprosgd::UlfmDataParallel<Space, reprosgd::Exact>;
+template <class Space>
+using UlfmGrid = reprosgd::UlfmHybrid<Space, reprosgd::Exact>;
 #endif
 #if REPROSGD_HAS_MPI
-using Grid = reprosgd::Hybrid<Kokkos::DefaultHostExecutionSpace, reprosgd::Exact>;  // policies_model.cpp
-extern template int with_policy<Grid>(const Config&, const Data&);
+template <class Space>
+using Grid = reprosgd::Hybrid<Space, reprosgd::Exact>;
+#endif
+// Serial beside OpenMP or Threads: train_mlp runs the MPI policies on both (not in a variant build for
+// the cross-build checks, which runs the default host backend only).
+#if defined(KOKKOS_ENABLE_SERIAL) && (defined(KOKKOS_ENABLE_OPENMP) || defined(KOKKOS_ENABLE_THREADS)) && \
+    REPROSGD_TRAIN_MLP_HOST_BACKENDS && !REPROSGD_TRAIN_MLP_DEFAULT_BACKEND_ONLY
+#define TRAIN_MLP_SERIAL_MPI_POLICIES 1
+#else
+#define TRAIN_MLP_SERIAL_MPI_POLICIES 0
+#endif
+#if !REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY
+#if REPROSGD_HAS_ULFM
+extern template int with_policy<UlfmData<Kokkos::DefaultHostExecutionSpace>, reprosgd::ShrinkAndContinue>(const Config&, const Data&);
+extern template int with_policy<UlfmData<Kokkos::DefaultHostExecutionSpace>, reprosgd::RestartFromCheckpoint>(const Config&, const Data&);
+extern template int with_policy<UlfmGrid<Kokkos::DefaultHostExecutionSpace>, reprosgd::ShrinkAndContinue>(const Config&, const Data&);
+extern template int with_policy<UlfmGrid<Kokkos::DefaultHostExecutionSpace>, reprosgd::RestartFromCheckpoint>(const Config&, const Data&);
+#if TRAIN_MLP_SERIAL_MPI_POLICIES
+extern template int with_policy<UlfmData<Kokkos::Serial>, reprosgd::ShrinkAndContinue>(const Config&, const Data&);
+extern template int with_policy<UlfmData<Kokkos::Serial>, reprosgd::RestartFromCheckpoint>(const Config&, const Data&);
+extern template int with_policy<UlfmGrid<Kokkos::Serial>, reprosgd::ShrinkAndContinue>(const Config&, const Data&);
+extern template int with_policy<UlfmGrid<Kokkos::Serial>, reprosgd::RestartFromCheckpoint>(const Config&, const Data&);
+#endif
+#endif
+#if REPROSGD_HAS_MPI
+extern template int with_policy<Grid<Kokkos::DefaultHostExecutionSpace>>(const Config&, const Data&);
+#if TRAIN_MLP_SERIAL_MPI_POLICIES
+extern template int with_policy<Grid<Kokkos::Serial>>(const Config&, const Data&);
+#endif
+#endif
 #endif
 
 }  // namespace train_mlp

@@ -49,6 +49,7 @@ expect 3 "line 2, column 2" --data "$tmp/abc.csv" --layers 2,4,2 --batch 2 --mic
 expect 4 "training diverged" --data synthetic --synthetic-train 256 --synthetic-test 16 --layers 784,16,10 --batch 8 --micro-batch 4 --steps 20 --quiet --optimizer sgd --lr 1e30
 expect 2 "--backend" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --backend cuda
 expect 2 "--reduction native runs on the default backend (OpenMP), not --backend serial" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --backend serial --reduction native
+expect 2 "--parallel model runs on the host backends of this build (openmp, serial), not --backend threads" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --parallel model --backend threads
 # Absurd sizes are refused up front, naming the limit (they used to crash in libgomp, exit 139,
 # and in a Kokkos allocation, exit 1).
 expect 2 "train_mlp: error: --threads 10000: at most " --data synthetic "${small[@]}" --threads 10000

@@ -47,6 +47,9 @@
 # Model and hybrid parallelism (issue 6): FT_MODEL holds model options given to every run (e.g.
 # --feature-chunk 8), FT_PARALLEL the job's policy options (e.g. --parallel hybrid --grid 2x2
 # --buddy-every 5), FT_EXPECT a line the job must print (e.g. where the lost shards came from).
+# FT_BACKEND: the job's --backend (e.g. serial) where it is not the default host backend; the
+# failure-free reference still runs on the default one, so its fingerprint is compared across
+# backends as well as across failures.
 # FT_NET: a network description (--model) to train instead of the MLP, on 1x12x10 synthetic images.
 # FT_CHECKPOINT: checkpoint options for the checkpoint and fallback cases (--checkpoint-async: the
 # writes go behind training, and a rank dies while one is in flight).
@@ -113,6 +116,7 @@ check_leftovers() {
 # The run's token is in the metrics file's name, so every process of the run carries it.
 metrics=$work/metrics-$token.jsonl
 ft_args=("${args[@]}" "${parallel_args[@]}" --metrics "$metrics")
+[[ -n ${FT_BACKEND:-} ]] && ft_args+=(--backend "$FT_BACKEND")
 
 # resumes_to_ref CHECKPOINT: a single process resumes from it and reaches the reference.
 resumes_to_ref() {
