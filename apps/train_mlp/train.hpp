@@ -20,6 +20,7 @@
 #if REPROSGD_HAS_ULFM
 #include <reprosgd/parallel/ulfm_data_parallel.hpp>
 #include <reprosgd/parallel/ulfm_hybrid.hpp>
+#include <reprosgd/parallel/survive_setup.hpp>
 #endif
 
 #include <CLI/CLI.hpp>
@@ -138,15 +139,25 @@ inline int world_rank() {
 #endif
 }
 
-// The policy object for a run: a model-parallel grid from --parallel/--grid, default otherwise.
+// The communicator a policy is made over: MPI_COMM_WORLD, or the survivors of a failure during the
+// set-up (make_policy_before_deadline). Without MPI there is none.
+#if REPROSGD_HAS_MPI
+using JobComm = MPI_Comm;
+inline JobComm job_world() { return MPI_COMM_WORLD; }
+#else
+using JobComm = int;
+inline JobComm job_world() { return 0; }
+#endif
+
+// The policy object for a run over `comm`: a model-parallel grid from --parallel/--grid, default otherwise.
 template <class Par>
-Par make_policy(const Config& c) {
+Par make_policy(const Config& c, JobComm comm = job_world()) {
 #if REPROSGD_HAS_ULFM
   // --spares N: the last N ranks wait idle in a SparePool until a failure needs them.
   using Pool = std::shared_ptr<reprosgd::SparePool>;
   if constexpr (std::is_constructible_v<Par, Pool> || std::is_constructible_v<Par, reprosgd::GridShape, Pool>) {
     if (c.spares > 0) {
-      auto pool = std::make_shared<reprosgd::SparePool>(MPI_COMM_WORLD, c.spares);
+      auto pool = std::make_shared<reprosgd::SparePool>(comm, c.spares);
       if constexpr (std::is_constructible_v<Par, reprosgd::GridShape, Pool>) {
         const int p = pool->target();
         const reprosgd::GridShape shape = c.parallel == "model" ? reprosgd::GridShape{1, p}
@@ -162,15 +173,19 @@ Par make_policy(const Config& c) {
 #if REPROSGD_HAS_MPI
   if constexpr (std::is_constructible_v<Par, reprosgd::GridShape>) {
     int p = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &p);
+    MPI_Comm_size(comm, &p);
     const reprosgd::GridShape shape = c.parallel == "model" ? reprosgd::GridShape{1, p}
                                       : c.grid.empty()      ? reprosgd::GridShape::balanced(p)
                                                             : reprosgd::GridShape::parse(c.grid);
-    return Par(shape);
+    return Par(shape, comm);
   } else
 #endif
   {
     (void)c;
+#if REPROSGD_HAS_MPI
+    if constexpr (std::is_constructible_v<Par, MPI_Comm>) return Par(comm);
+#endif
+    (void)comm;
     return Par{};
   }
 }
@@ -211,14 +226,14 @@ inline int report_error(const std::exception& e) {
   return 1;
 }
 
-// Whether `e` says that a process of the job is gone: the library's process_failure, or a
-// comm_error of an MPI call that ULFM failed with MPI_ERR_PROC_FAILED or MPI_ERR_REVOKED (the
-// set-up calls on the user's communicator, detail::ErrorsReturnScope).
+// Whether `e` says that a process of the job is gone (detail::is_process_loss; the set-up calls on
+// the user's communicator run under detail::ErrorsReturnScope, so their failures are comm_errors).
 inline bool is_lost_process(const std::exception& e) {
-  if (dynamic_cast<const reprosgd::process_failure*>(&e)) return true;
-  if (!dynamic_cast<const reprosgd::comm_error*>(&e)) return false;
-  const std::string_view what = e.what();
-  return what.find("MPI_ERR_PROC_FAILED") != std::string_view::npos || what.find("MPI_ERR_REVOKED") != std::string_view::npos;
+#if REPROSGD_HAS_MPI
+  return reprosgd::detail::is_process_loss(e);
+#else
+  return dynamic_cast<const reprosgd::process_failure*>(&e) != nullptr;
+#endif
 }
 
 // An error already reported by report_error on this rank: main() exits with rc and prints nothing.
@@ -430,6 +445,9 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
 // after one survivor had reported "MPI_Comm_dup failed: MPI_ERR_PROC_FAILED" (where the others
 // waited was not captured). So the deadline ends such a rank like a death inside MPI_Init: one
 // line, exit 76, relaunch. Not the rest of the set-up (a resume reads files of any size).
+// A ULFM policy is made by make_on_survivors: a rank lost before or during those collectives is
+// survived in place (the survivors make the policy again over themselves and train on fewer ranks,
+// the same bits); the deadline stays for a survivor left inside a collective the others gave up.
 template <class Par>
 Par make_policy_before_deadline(const Config& c) {
 #if REPROSGD_HAS_MPI
@@ -442,6 +460,19 @@ Par make_policy_before_deadline(const Config& c) {
           " s (--startup-timeout): a process of the job probably failed while the ranks were setting up; exiting "
           "with " + std::to_string(reprosgd::startup_failure_exit_code) + " so that the job is relaunched",
       reprosgd::startup_failure_exit_code);
+#if REPROSGD_HAS_ULFM
+  if constexpr (reprosgd::RecoverableParallelism<Par>) {
+    auto made = reprosgd::make_on_survivors(MPI_COMM_WORLD, [&](MPI_Comm comm) { return make_policy<Par>(c, comm); });
+    if (!made.lost_ranks.empty() && printing_rank(made.policy) == 0) {
+      int survivors = 0;
+      MPI_Comm_size(made.survivors.get(), &survivors);
+      std::printf("failure: lost rank %s while the ranks set up their communicators; %d -> %d ranks before training\n",
+                  reprosgd::detail::rank_list(made.lost_ranks).c_str(), ranks, survivors);
+      std::fflush(stdout);
+    }
+    return std::move(made.policy);
+  }
+#endif
 #endif
   return make_policy<Par>(c);
 }

@@ -10,7 +10,9 @@
 # For each --parallel mode: one failure-free run gives the reference fingerprint and the run's
 # length L; then N trials kill one random rank (rank 0 included) at a uniform instant in [0, 1.2 L],
 # and --double more trials kill two random ranks 0-50 ms apart. Each trial is one of
-#   ok        finished with the reference fingerprint (the kill may have come after the end)
+#   ok        finished with the reference fingerprint (the kill may have come after the end); the
+#             summary's "in_setup" counts those among them that lost a rank while the ranks set up
+#             their communicators and trained on the survivors ("while the ranks set up")
 #   startup   ended during MPI's start-up with exit 76 and a survivor's one line (relaunchable):
 #             inside MPI_Init (its deadline, an error it returned or a crash inside it: the start-up
 #             guard's "MPI_Init_thread did not finish / failed / crashed"), or in the set-up
@@ -137,6 +139,10 @@ for mode in ${modes//,/ }; do
     if [[ -z $verdict ]]; then
       if [[ -n $fp ]]; then
         [[ $fp == "$ref" ]] && verdict=ok || verdict=WRONG
+        if [[ $verdict == ok ]] && grep -aq "while the ranks set up their communicators" "$tmp/out"; then
+          count[in_setup]=$((${count[in_setup]:-0} + 1))
+          victims="$victims, survived in the set-up"
+        fi
       elif ((rc == 76)) && grep -aq -e "reprosgd::MpiEnvironment: MPI_Init_thread " \
              -e "failed while the ranks were setting up" "$tmp/out"; then
         verdict=startup
@@ -160,7 +166,7 @@ for mode in ${modes//,/ }; do
   done
 done
 summary=
-for k in ok startup policy ompi_fatal WRONG HANG NOFP0 ERROR LEFTOVER; do summary="$summary $k ${count[$k]:-0}"; done
+for k in ok in_setup startup policy ompi_fatal WRONG HANG NOFP0 ERROR LEFTOVER; do summary="$summary $k ${count[$k]:-0}"; done
 echo "kill_campaign:$summary"
 ((bad == 0)) || { echo "kill_campaign: FAILED ($bad bad trials)"; exit 1; }
 echo "kill_campaign: PASSED"

@@ -13,10 +13,10 @@
 #                        and no temporary file may be left
 #     restart:SPEC       --fault-tolerance restart under scripts/relaunch.sh: the job exits 75,
 #                        is relaunched on 3 ranks, resumes from its newest checkpoint, same fingerprint
-#     setup:SPEC         SPEC kills a rank while the ranks set up (the setup point: after MPI_Init, before
-#                        the policy's communicators), under scripts/relaunch.sh with --fault-tolerance
-#                        shrink: every survivor ends promptly with exit 76 and the one line saying so,
-#                        the job is relaunched on 3 ranks and prints the failure-free fingerprint
+#     setup:SPEC         SPEC kills ranks while the ranks set up (the setup point: after MPI_Init, before
+#                        the policy's communicators) with --fault-tolerance shrink: the survivors make
+#                        their communicators over themselves, say which ranks were lost, and print the
+#                        failure-free fingerprint in the same launch (no relaunch)
 #     min_ranks:SPEC     --min-ranks 3 with SPEC killing two ranks: exit code 7, the message names
 #                        the lost ranks and min_ranks, and the checkpoint it wrote resumes to the
 #                        same fingerprint
@@ -266,24 +266,22 @@ case $kind in
     [[ $got == "$ref" ]] || fail "the fingerprint after restart differs from the failure-free one"
     ;;
   setup)
-    run_job "$work/out" bash "$relaunch" -n 4 --min-ranks 2 --attempts 3 --expect '^fingerprint ' -- \
-      "${launcher[@]}" -n '{ranks}' --with-ft ulfm "$exe" "${ft_args[@]}" --fault-tolerance shrink --inject-failure "$spec"
+    # The survivors make their communicators again over themselves (make_on_survivors) and train on
+    # fewer ranks from step 0: one launch, no relaunch, the failure-free fingerprint.
+    run_job "$work/out" "${launcher[@]}" -n 4 --with-ft ulfm "$exe" "${ft_args[@]}" --fault-tolerance shrink \
+      --inject-failure "$spec"
     rc=$?
     check_leftovers
     got=$(grep '^fingerprint ' "$work/out" | tail -n 1)
-    echo "relaunch status $rc; $got"
-    ((rc == 0)) || fail "the relaunched job did not succeed"
-    # A survivor that sees the failure exits 76 at once; the launcher may then end the survivors still
-    # waiting in their set-up collective before they print (CI saw 2 of 3 lines once). So: at least one
-    # survivor's line, no survivor reporting anything else, and the relaunch that 76 asks for.
-    n=$(grep -oF "a process of the job failed while the ranks were setting up" "$work/out" | wc -l)
-    ((n >= 1 && n <= 3)) || fail "expected the set-up failure line from 1 to 3 survivors, got it $n times"
-    grep -q '^train_mlp: error:' "$work/out" && fail "a survivor reported an error instead of the set-up failure"
-    grep -q 'relaunch.sh: attempt 2 of 3 on 3 ranks' "$work/out" || fail "the job was not relaunched on 3 ranks"
-    grep -q 'relaunch.sh: attempt 3 ' "$work/out" && fail "a third attempt was needed"
-    [[ $got == "$ref" ]] || fail "the relaunched job's fingerprint differs from the failure-free one"
+    echo "launcher status $rc; $got"
+    [[ $got == "$ref" ]] || fail "the fingerprint after a loss in the set-up differs from the failure-free one"
+    [[ $(grep -c '^fingerprint ' "$work/out") == 1 ]] || fail "expected exactly one fingerprint line"
+    lost=$(tr ',' '\n' <<<"$spec" | sed 's/@.*//' | sort -n | paste -sd, -)
+    grep -q "^failure: lost rank $lost while the ranks set up their communicators; 4 -> $((4 - $(tr ',' '\n' <<<"$spec" | wc -l))) ranks before training\$" "$work/out" ||
+      fail "no line says that rank(s) $lost were lost while the ranks set up"
+    grep -q '^train_mlp: ' "$work/out" && fail "a survivor reported an error or gave up"
     n=$(grep -c '"event":"step"' "$metrics")
-    [[ $n == 30 ]] || fail "expected one metrics line per step (30) from the relaunched job, got $n"
+    [[ $n == 30 ]] || fail "expected one metrics line per step (30), got $n"
     ;;
   lost_together)
     run_job "$work/first" "${launcher[@]}" -n 4 --with-ft ulfm "$exe" "${ft_args[@]}" --quiet --fault-tolerance shrink \

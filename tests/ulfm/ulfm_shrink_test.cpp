@@ -15,12 +15,14 @@
 #include <reprosgd/fault/policies.hpp>
 #include <reprosgd/parallel/mpi_environment.hpp>
 #include <reprosgd/parallel/serial.hpp>
+#include <reprosgd/parallel/survive_setup.hpp>
 #include <reprosgd/parallel/ulfm_data_parallel.hpp>
 #include <reprosgd/reduction/exact.hpp>
 
 #include <Kokkos_Core.hpp>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -97,7 +99,18 @@ int main(int argc, char** argv) {
   int final_size = 0;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
-    InjectingPar par(schedule, world_rank, reprosgd::UlfmDataParallel<Host>());
+    // A rank scheduled at the setup point dies before the policy's MPI_Comm_dup; make_on_survivors
+    // makes the policy over the others, and must name exactly those ranks.
+    schedule.maybe_fail(world_rank, 0, reprosgd::FailurePoint::setup);
+    auto made = reprosgd::make_on_survivors(MPI_COMM_WORLD, [](MPI_Comm c) { return reprosgd::UlfmDataParallel<Host>(c); });
+    std::vector<int> setup_doomed;
+    for (const auto& f : schedule.failures())
+      if (f.point == reprosgd::FailurePoint::setup) setup_doomed.push_back(f.rank);
+    std::sort(setup_doomed.begin(), setup_doomed.end());
+    if (made.lost_ranks != setup_doomed)
+      problems.push_back("make_on_survivors lost " + std::to_string(made.lost_ranks.size()) + " rank(s), " +
+                         std::to_string(setup_doomed.size()) + " died in the set-up");
+    InjectingPar par(schedule, world_rank, std::move(made.policy));
     reprosgd::Exact red;
     reprosgd::Exact reference_red;
     reprosgd::Serial<Host> serial;

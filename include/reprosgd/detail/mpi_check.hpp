@@ -14,7 +14,9 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -48,6 +50,16 @@ inline std::string mpi_error_string(int rc) {
  */
 inline void mpi_check(int rc, const char* what) {
   if (rc != MPI_SUCCESS) throw comm_error(std::string(what) + " failed: " + mpi_error_string(rc));
+}
+
+/// Whether `e` says that a process is gone: a process_failure, or a comm_error of mpi_check whose
+/// MPI error string is ULFM's MPI_ERR_PROC_FAILED or MPI_ERR_REVOKED (a call on a communicator
+/// with a dead member, or one a survivor revoked because of it).
+inline bool is_process_loss(const std::exception& e) {
+  if (dynamic_cast<const process_failure*>(&e)) return true;
+  if (!dynamic_cast<const comm_error*>(&e)) return false;
+  const std::string_view what = e.what();
+  return what.find("MPI_ERR_PROC_FAILED") != std::string_view::npos || what.find("MPI_ERR_REVOKED") != std::string_view::npos;
 }
 
 /// The MPI datatype of an arithmetic type (fixed-width integers map to MPI_INT*_T, never to the

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file make_on_survivors: make a ULFM policy over the processes of a communicator that are still
+/// alive, when some die just before or while the policy's set-up collectives run.
+///
+/// A policy's constructor is collective (MPI_Comm_dup, a grid's splits, a spare pool's
+/// rendezvous). A process that dies before or inside those calls makes them fail on some survivors
+/// and succeed on others; without a way back every survivor could only give up (train_mlp used to
+/// exit 76 and be relaunched). Nothing has been trained yet, so the survivors can simply make the
+/// policy again over the communicator of those alive: the run then starts on fewer ranks, which the
+/// Exact reduction makes invisible in the bits.
+#pragma once
+
+#include <reprosgd/config.hpp>
+#include <reprosgd/detail/mpi_check.hpp>
+#include <reprosgd/error.hpp>
+
+#include <mpi.h>
+#include <mpi-ext.h>
+
+#include <algorithm>
+#include <exception>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+REPROSGD_BEGIN_NAMESPACE
+
+/// What make_on_survivors made: the policy, and the ranks of the given communicator that were lost
+/// on the way (ascending; empty when every process took part).
+template <class Policy>
+struct SurvivingSetup {
+  Policy policy;
+  std::vector<int> lost_ranks;
+  /// After a loss, the survivors' communicator the policy was made over (owned here; null when
+  /// nothing was lost, the policy was then made over the caller's). A policy keeps its own
+  /// duplicates; this one is for the caller's set-up calls that follow (the survivors' count).
+  detail::CommHandle survivors;
+};
+
+/**
+ * `make(c)` over `comm`, and again over the survivors whenever a process of it fails before or
+ * during that call. A rank whose call fails with a lost process (detail::is_process_loss) revokes
+ * the communicator it was given, which releases the ranks still inside a collective on it. After
+ * each attempt the ranks agree (MPIX_Comm_agree, which tolerates failures and gives every survivor
+ * the same answer) whether every one of them made its policy; if one did not, every survivor drops
+ * what it made, shrinks the communicator (MPIX_Comm_shrink) and tries again, so that the policies
+ * finally made are made by the same processes from the same call.
+ *
+ * Any other error of `make` propagates at once, as it would without this (a retry would fail the
+ * same way). A survivor left waiting inside a collective on a communicator that `make` derived (a
+ * grid's split of its duplicate) for a survivor that already gave up is not released by the
+ * revoke: bound the whole call with a deadline (detail::Watchdog; train_mlp's --startup-timeout),
+ * which ends such a job for a relaunch instead of hanging it. When a process was lost, `comm`
+ * itself is left revoked: use the policy (or `survivors`) from then on.
+ *
+ * @param comm the communicator to make the policy over (its error handler is MPI_ERRORS_RETURN
+ *        during the call and restored afterwards)
+ * @param make callable MPI_Comm -> Policy, collective over its argument; throws comm_error or
+ *        process_failure when a call fails
+ * @throws whatever `make` throws that is not a lost process; comm_error when the shrink fails, or
+ *         when an attempt failed with a lost process but the shrink found none (on the ranks that
+ *         saw it, their error)
+ * @collective over `comm`; needs an MPI with ULFM run with failures enabled (mpiexec --with-ft ulfm)
+ */
+template <class Make>
+SurvivingSetup<std::invoke_result_t<Make&, MPI_Comm>> make_on_survivors(MPI_Comm comm, Make make) {
+  using Policy = std::invoke_result_t<Make&, MPI_Comm>;
+  const detail::ErrorsReturnScope returns(comm);
+  std::vector<int> lost;
+  detail::CommHandle shrunk;
+  for (;;) {
+    const MPI_Comm current = shrunk ? shrunk.get() : comm;
+    std::optional<Policy> made;
+    std::exception_ptr why;
+    try {
+      made.emplace(make(current));
+    } catch (const std::exception& e) {
+      if (!detail::is_process_loss(e)) throw;
+      why = std::current_exception();
+      (void)MPIX_Comm_revoke(current);  // release the ranks still in a collective on it
+    }
+    int everyone_made_it = made ? 1 : 0;
+    // Failures are tolerated here: the AND is over the survivors and the same on each of them.
+    (void)MPIX_Comm_agree(current, &everyone_made_it);
+    if (everyone_made_it) {
+      std::sort(lost.begin(), lost.end());
+      return {std::move(*made), std::move(lost), std::move(shrunk)};
+    }
+    made.reset();  // a policy over a communicator with a dead member: its handles are freed locally
+    (void)MPIX_Comm_failure_ack(current);
+    MPI_Comm next = MPI_COMM_NULL;
+    detail::mpi_check(MPIX_Comm_shrink(current, &next), "reprosgd::make_on_survivors: MPIX_Comm_shrink");
+    detail::CommHandle survivors(next);
+    detail::mpi_check(MPI_Comm_set_errhandler(next, MPI_ERRORS_RETURN),
+                      "reprosgd::make_on_survivors: MPI_Comm_set_errhandler");
+    // Which ranks of `comm` are gone: those of `current` missing from the survivors' group.
+    MPI_Group from = MPI_GROUP_NULL, to = MPI_GROUP_NULL, base = MPI_GROUP_NULL;
+    MPI_Comm_group(current, &from);
+    MPI_Comm_group(next, &to);
+    MPI_Comm_group(comm, &base);
+    int n_from = 0;
+    MPI_Group_size(from, &n_from);
+    std::vector<int> ranks(static_cast<std::size_t>(n_from)), in_next(ranks.size()), in_base(ranks.size());
+    for (int r = 0; r < n_from; ++r) ranks[static_cast<std::size_t>(r)] = r;
+    MPI_Group_translate_ranks(from, n_from, ranks.data(), to, in_next.data());
+    MPI_Group_translate_ranks(from, n_from, ranks.data(), base, in_base.data());
+    MPI_Group_free(&from);
+    MPI_Group_free(&to);
+    MPI_Group_free(&base);
+    const std::size_t before = lost.size();
+    for (std::size_t r = 0; r < ranks.size(); ++r)
+      if (in_next[r] == MPI_UNDEFINED) lost.push_back(in_base[r]);
+    if (lost.size() == before) {  // nobody died: retrying would fail the same way
+      if (why) std::rethrow_exception(why);
+      throw comm_error("reprosgd::make_on_survivors: making the policy failed with a lost process on another rank, "
+                       "but the shrink found every process alive");
+    }
+    shrunk = std::move(survivors);
+  }
+}
+
+REPROSGD_END_NAMESPACE
