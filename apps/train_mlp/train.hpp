@@ -140,7 +140,7 @@ inline int world_rank() {
 }
 
 // The communicator a policy is made over: MPI_COMM_WORLD, or the survivors of a failure during the
-// set-up (make_policy_before_deadline). Without MPI there is none.
+// set-up (set_up_before_deadline). Without MPI there is none.
 #if REPROSGD_HAS_MPI
 using JobComm = MPI_Comm;
 inline JobComm job_world() { return MPI_COMM_WORLD; }
@@ -284,7 +284,8 @@ template <class Mem>
 inline constexpr bool is_network_v<reprosgd::BasicSequential<Mem, reprosgd::Network>> = true;
 
 template <class Par, class Fault, class Model, class Opt>
-int train_on(const Config& c, Par par, Model model, const Opt& opt, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
+int train_on(const Config& c, Par par, std::unique_ptr<reprosgd::JsonLinesWriter> metrics_file, Model model,
+             const Opt& opt, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
   using namespace reprosgd;
   TrainerOptions o;
   o.global_batch = c.batch;
@@ -382,12 +383,7 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
     return c.dump_step >= 0 && done == static_cast<std::uint64_t>(c.dump_step) + 1;  // the dumped step was the last
   }};
   ProgressReporter progress(rank, c.quiet ? nullptr : stdout);
-  // Rank 0 alone opens the metrics file; its failure must end every rank, not leave them waiting in
-  // fit()'s first collective (agreed: one line from that rank, "another rank found invalid input"
-  // from the others, a non-zero exit everywhere).
-  std::optional<JsonLinesWriter> metrics_file;
-  detail::agreed(trainer.parallelism(), "train_mlp: --metrics", [&] { metrics_file.emplace(c.metrics, rank); });
-  JsonLinesWriter& metrics = *metrics_file;
+  JsonLinesWriter& metrics = *metrics_file;  // opened by set_up(), with the policy
   FitResult result;
   try {
     fit_started = true;
@@ -438,7 +434,26 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
   return 0;
 }
 
-// make_policy under the start-up deadline (--startup-timeout): the policy's communicators are made
+// A policy and the metrics file its rank 0 opened. Rank 0 alone opens the file; its failure must end
+// every rank, not leave them waiting in fit()'s first collective (agreed: one line from that rank,
+// "another rank found invalid input" from the others, a non-zero exit everywhere). The agreement is
+// the last collective before fit() on a data-parallel policy, so it is part of the set-up that
+// make_on_survivors repeats over the survivors when a rank is lost (a campaign trial lost rank 0
+// just before it and ended with exit 76).
+template <class Par>
+struct SetUp {
+  Par par;
+  std::unique_ptr<reprosgd::JsonLinesWriter> metrics;
+};
+template <class Par>
+SetUp<Par> set_up(const Config& c, JobComm comm = job_world()) {
+  SetUp<Par> s{make_policy<Par>(c, comm), nullptr};
+  reprosgd::detail::agreed(s.par, "train_mlp: --metrics",
+                           [&] { s.metrics = std::make_unique<reprosgd::JsonLinesWriter>(c.metrics, printing_rank(s.par)); });
+  return s;
+}
+
+// set_up under the start-up deadline (--startup-timeout): the policy's communicators are made
 // by collectives over every rank (MPI_Comm_dup, a grid's splits, a spare pool's), and a rank that
 // dies just before or inside them can leave a survivor in a call that never returns: 1 of 72
 // random kills in the campaign (kill_campaign.sh, hybrid, 96 ms after launch) hung the job for 60 s
@@ -449,7 +464,7 @@ int train_on(const Config& c, Par par, Model model, const Opt& opt, const repros
 // survived in place (the survivors make the policy again over themselves and train on fewer ranks,
 // the same bits); the deadline stays for a survivor left inside a collective the others gave up.
 template <class Par>
-Par make_policy_before_deadline(const Config& c) {
+SetUp<Par> set_up_before_deadline(const Config& c) {
 #if REPROSGD_HAS_MPI
   int ranks = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
@@ -462,8 +477,8 @@ Par make_policy_before_deadline(const Config& c) {
       reprosgd::startup_failure_exit_code);
 #if REPROSGD_HAS_ULFM
   if constexpr (reprosgd::RecoverableParallelism<Par>) {
-    auto made = reprosgd::make_on_survivors(MPI_COMM_WORLD, [&](MPI_Comm comm) { return make_policy<Par>(c, comm); });
-    if (!made.lost_ranks.empty() && printing_rank(made.policy) == 0) {
+    auto made = reprosgd::make_on_survivors(MPI_COMM_WORLD, [&](MPI_Comm comm) { return set_up<Par>(c, comm); });
+    if (!made.lost_ranks.empty() && printing_rank(made.policy.par) == 0) {
       int survivors = 0;
       MPI_Comm_size(made.survivors.get(), &survivors);
       std::printf("failure: lost rank %s while the ranks set up their communicators; %d -> %d ranks before training\n",
@@ -474,7 +489,7 @@ Par make_policy_before_deadline(const Config& c) {
   }
 #endif
 #endif
-  return make_policy<Par>(c);
+  return set_up<Par>(c);
 }
 
 // The Trainer always runs on FailureInjection<Par>, which kills this process at the points
@@ -493,8 +508,9 @@ int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTes
   // The set-up point: after MPI_Init, before the policy makes its communicators (its collectives
   // are the first the other ranks enter without this one).
   schedule.maybe_fail(world_rank(), 0, FailurePoint::setup);
-  return train_on<FailureInjection<Par>, Fault>(
-      c, FailureInjection<Par>(schedule, world_rank(), make_policy_before_deadline<Par>(c)), std::move(model), opt, data);
+  SetUp<Par> s = set_up_before_deadline<Par>(c);
+  return train_on<FailureInjection<Par>, Fault>(c, FailureInjection<Par>(schedule, world_rank(), std::move(s.par)),
+                                                std::move(s.metrics), std::move(model), opt, data);
 }
 
 template <class Par, class Fault, class Model>

@@ -5,11 +5,12 @@
 #
 # usage: kill_campaign.sh --mpiexec MPIEXEC --train TRAIN_MLP [--parallel data,model,hybrid]
 #                         [--trials N] [--double N] [--seed S] [--hang S] [--startup-timeout S]
-#                         [--allow-ompi-fatal] [--log FILE] [--spares N]
+#                         [--allow-ompi-fatal] [--log FILE] [--spares N] [--window A,B]
 #
 # For each --parallel mode: one failure-free run gives the reference fingerprint and the run's
-# length L; then N trials kill one random rank (rank 0 included) at a uniform instant in [0, 1.2 L],
-# and --double more trials kill two random ranks 0-50 ms apart. Each trial is one of
+# length L; then N trials kill one random rank (rank 0 included) at a uniform instant in [0, 1.2 L]
+# (in [A, B] ms after launch with --window A,B, e.g. 0,250 to aim at the start-up), and --double
+# more trials kill two random ranks 0-50 ms apart. Each trial is one of
 #   ok        finished with the reference fingerprint (the kill may have come after the end); the
 #             summary's "in_setup" counts those among them that lost a rank while the ranks set up
 #             their communicators and trained on the survivors ("while the ranks set up")
@@ -36,7 +37,7 @@
 # The campaign fails (exit 1) on any WRONG, HANG, NOFP0, ERROR or LEFTOVER. --log FILE keeps
 # every trial's output. Deterministic given --seed (the instants and victims; not the scheduler).
 set -uo pipefail
-mpiexec= train= modes=data,model,hybrid trials=20 double=4 seed=1 hang=60 startup=5 log= allow_fatal=0 spares=0
+mpiexec= train= modes=data,model,hybrid trials=20 double=4 seed=1 hang=60 startup=5 log= allow_fatal=0 spares=0 window=
 while [[ $# -gt 0 ]]; do
   case $1 in
     --mpiexec) mpiexec=$2; shift 2 ;;
@@ -50,6 +51,7 @@ while [[ $# -gt 0 ]]; do
     --log) log=$2; shift 2 ;;
     --allow-ompi-fatal) allow_fatal=1; shift ;;
     --spares) spares=$2; shift 2 ;;
+    --window) window=$2; shift 2 ;;
     *) echo "kill_campaign.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -99,7 +101,11 @@ for mode in ${modes//,/ }; do
   echo "kill_campaign: $mode: failure-free fingerprint $ref in $length ms"
   for ((i = 0; i < trials + double; i++)); do
     kills=1; ((i >= trials)) && kills=2
-    delay=$(((RANDOM * 32768 + RANDOM) % (length * 12 / 10 + 1)))
+    if [[ -n $window ]]; then  # --window A,B: a uniform instant in [A, B] ms
+      delay=$((${window%,*} + (RANDOM * 32768 + RANDOM) % (${window#*,} - ${window%,*} + 1)))
+    else
+      delay=$(((RANDOM * 32768 + RANDOM) % (length * 12 / 10 + 1)))
+    fi
     gap=$((RANDOM % 51))
     pick=$RANDOM pick2=$RANDOM
     t0=$(now_ms)
