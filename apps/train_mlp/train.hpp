@@ -474,7 +474,11 @@ SetUp<Par> set_up_before_deadline(const Config& c) {
           reprosgd::detail::seconds_text(c.startup_timeout) +
           " s (--startup-timeout): a process of the job probably failed while the ranks were setting up; exiting "
           "with " + std::to_string(reprosgd::startup_failure_exit_code) + " so that the job is relaunched",
-      reprosgd::startup_failure_exit_code);
+      reprosgd::startup_failure_exit_code,
+      reprosgd::detail::started_by_a_launcher()
+          ? "train_mlp: the launcher ended while the ranks set up their communicators; exiting with " +
+                std::to_string(reprosgd::startup_failure_exit_code) + " so that the job is relaunched"
+          : std::string());
 #if REPROSGD_HAS_ULFM
   if constexpr (reprosgd::RecoverableParallelism<Par>) {
     auto made = reprosgd::make_on_survivors(MPI_COMM_WORLD, [&](MPI_Comm comm) { return set_up<Par>(c, comm); });

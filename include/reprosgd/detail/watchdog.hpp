@@ -36,17 +36,33 @@ inline std::string seconds_text(double s) {
   return t;
 }
 
+/// Whether an MPI launcher started this process (Open MPI's, or any PMIx or PMI one: srun, Hydra),
+/// so that its parent process is the launcher (or the launcher's daemon), not a user's shell.
+inline bool started_by_a_launcher() {
+  return std::getenv("PMIX_RANK") != nullptr || std::getenv("OMPI_COMM_WORLD_RANK") != nullptr ||
+         std::getenv("PMI_RANK") != nullptr;
+}
+
 /**
  * A thread that waits `seconds`; unless disarm() (or the destructor) comes first, it writes
  * `message` and a newline to standard error with one write(2) and ends the process with
  * std::_Exit(exit_code): no destructors, no atexit handlers, no MPI call (MPI may be the thing that
  * hangs). `seconds` = 0 arms nothing.
  *
+ * With a `parent_gone` message, it also ends the process that way, with that line, as soon as the
+ * process's parent ends (it is re-parented; checked every 50 ms): under an MPI launcher the parent
+ * is the launcher, and once it has ended (it ends the job when a process dies inside MPI_Init)
+ * nothing will ever answer the call being waited on. A start-up campaign trial left one rank inside
+ * MPI_Init for its deadline after the launcher had exited 76.
+ *
  * @throws config_error when seconds is negative, NaN or infinite.
  */
 class Watchdog {
  public:
-  Watchdog(double seconds, std::string message, int exit_code) : message_(std::move(message) + "\n"), code_(exit_code) {
+  Watchdog(double seconds, std::string message, int exit_code, std::string parent_gone = {})
+      : message_(std::move(message) + "\n"),
+        parent_gone_(parent_gone.empty() ? std::string() : std::move(parent_gone) + "\n"),
+        code_(exit_code) {
     if (!std::isfinite(seconds) || seconds < 0.0) {
       char got[32];
       std::snprintf(got, sizeof got, "%g", seconds);
@@ -55,10 +71,25 @@ class Watchdog {
     }
     if (seconds == 0.0) return;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    thread_ = std::thread([this, deadline] {
+    const pid_t parent = ::getppid();
+    thread_ = std::thread([this, deadline, parent] {
       std::unique_lock<std::mutex> lock(mutex_);
-      if (wake_.wait_until(lock, deadline, [this] { return disarmed_; })) return;
-      [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, message_.data(), message_.size());
+      const std::string* why = &message_;
+      if (parent_gone_.empty()) {
+        if (wake_.wait_until(lock, deadline, [this] { return disarmed_; })) return;
+      } else {
+        for (;;) {
+          const auto next = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+          const auto slice = next < deadline ? next : deadline;
+          if (wake_.wait_until(lock, slice, [this] { return disarmed_; })) return;
+          if (::getppid() != parent) {
+            why = &parent_gone_;
+            break;
+          }
+          if (std::chrono::steady_clock::now() >= deadline) break;
+        }
+      }
+      [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, why->data(), why->size());
       std::_Exit(code_);
     });
   }
@@ -81,6 +112,7 @@ class Watchdog {
 
  private:
   std::string message_;
+  std::string parent_gone_;  // empty: the parent is not watched
   int code_;
   std::mutex mutex_;
   std::condition_variable wake_;

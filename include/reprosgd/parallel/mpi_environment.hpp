@@ -37,8 +37,9 @@ struct MpiStartOptions {
   /// process's address). With a limit, the two other ways such a death shows inside
   /// MPI_Init_thread end the same way: an error it returns (Open MPI's "unreachable" peer; its
   /// initial error handler is made MPI_ERRORS_RETURN for the call unless the environment chooses
-  /// one, and MPI_ERRORS_ARE_FATAL is set on MPI_COMM_WORLD and MPI_COMM_SELF after it), and a
-  /// crash inside it (detail::SignalExit).
+  /// one, and MPI_ERRORS_ARE_FATAL is set on MPI_COMM_WORLD and MPI_COMM_SELF after it), a
+  /// crash inside it (detail::SignalExit), and, in a process an MPI launcher started, the end of
+  /// the launcher (the process is re-parented; detail::Watchdog's parent check, every 50 ms).
   double init_timeout = 0.0;
 };
 
@@ -126,7 +127,10 @@ class MpiEnvironment {
     detail::Watchdog deadline(init_timeout,
                               "reprosgd::MpiEnvironment: MPI_Init_thread did not finish within " +
                                   detail::seconds_text(init_timeout) + " s" + why,
-                              startup_failure_exit_code);
+                              startup_failure_exit_code,
+                              detail::started_by_a_launcher()
+                                  ? "reprosgd::MpiEnvironment: the launcher ended while MPI_Init_thread ran" + why
+                                  : std::string());
     detail::SignalExit crash("reprosgd::MpiEnvironment: MPI_Init_thread crashed", why, startup_failure_exit_code);
     // Open MPI reads its initial error handler (MPI 4's mpi_initial_errhandler) from the
     // environment; other MPIs ignore the variable.
