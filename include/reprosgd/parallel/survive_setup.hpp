@@ -41,15 +41,16 @@ struct SurvivingSetup {
 
 /**
  * `make(c)` over `comm`, and again over the survivors whenever a process of it fails before or
- * during that call. A rank whose call fails with a lost process (detail::is_process_loss) revokes
+ * during that call. A rank whose call fails with an MPI error (comm_error, process_failure) revokes
  * the communicator it was given, which releases the ranks still inside a collective on it. After
  * each attempt the ranks agree (MPIX_Comm_agree, which tolerates failures and gives every survivor
  * the same answer) whether every one of them made its policy; if one did not, every survivor drops
  * what it made, shrinks the communicator (MPIX_Comm_shrink) and tries again, so that the policies
  * finally made are made by the same processes from the same call.
  *
- * Any other error of `make` propagates at once, as it would without this (a retry would fail the
- * same way). A survivor left waiting inside a collective on a communicator that `make` derived (a
+ * When the shrink finds every process alive, the MPI error is thrown on every rank (a retry would
+ * fail the same way); any other error of `make` (e.g. a config_error) propagates at once, as it
+ * would without this. A survivor left waiting inside a collective on a communicator that `make` derived (a
  * grid's split of its duplicate) for a survivor that already gave up is not released by the
  * revoke: bound the whole call with a deadline (detail::Watchdog; train_mlp's --startup-timeout),
  * which ends such a job for a relaunch instead of hanging it. When a process was lost, `comm`
@@ -59,9 +60,9 @@ struct SurvivingSetup {
  *        during the call and restored afterwards)
  * @param make callable MPI_Comm -> Policy, collective over its argument; throws comm_error or
  *        process_failure when a call fails
- * @throws whatever `make` throws that is not a lost process; comm_error when the shrink fails, or
- *         when an attempt failed with a lost process but the shrink found none (on the ranks that
- *         saw it, their error)
+ * @throws whatever `make` throws that is not an MPI error; comm_error when the shrink fails, or
+ *         when an attempt failed with an MPI error but the shrink found every process alive (on
+ *         the ranks that saw it, their error; on the others one saying so)
  * @collective over `comm`; needs an MPI with ULFM run with failures enabled (mpiexec --with-ft ulfm)
  */
 template <class Make>
@@ -76,10 +77,15 @@ SurvivingSetup<std::invoke_result_t<Make&, MPI_Comm>> make_on_survivors(MPI_Comm
     std::exception_ptr why;
     try {
       made.emplace(make(current));
-    } catch (const std::exception& e) {
-      if (!detail::is_process_loss(e)) throw;
+    } catch (const comm_error&) {
+      // Any MPI error, not only ULFM's MPI_ERR_PROC_FAILED: with a process dead, Open MPI's
+      // MPI_Comm_dup also failed with MPI_ERR_OTHER (its non-blocking schedule aborted) on one rank
+      // of a start-up campaign. The shrink below tells a loss from an error a retry cannot mend.
       why = std::current_exception();
       (void)MPIX_Comm_revoke(current);  // release the ranks still in a collective on it
+    } catch (const process_failure&) {
+      why = std::current_exception();
+      (void)MPIX_Comm_revoke(current);
     }
     int everyone_made_it = made ? 1 : 0;
     // Failures are tolerated here: the AND is over the survivors and the same on each of them.
@@ -114,8 +120,8 @@ SurvivingSetup<std::invoke_result_t<Make&, MPI_Comm>> make_on_survivors(MPI_Comm
       if (in_next[r] == MPI_UNDEFINED) lost.push_back(in_base[r]);
     if (lost.size() == before) {  // nobody died: retrying would fail the same way
       if (why) std::rethrow_exception(why);
-      throw comm_error("reprosgd::make_on_survivors: making the policy failed with a lost process on another rank, "
-                       "but the shrink found every process alive");
+      throw comm_error("reprosgd::make_on_survivors: making the policy failed with an MPI error on another rank, "
+                       "and every process is alive");
     }
     shrunk = std::move(survivors);
   }
