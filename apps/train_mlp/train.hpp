@@ -483,10 +483,9 @@ SetUp<Par> set_up_before_deadline(const Config& c) {
   if constexpr (reprosgd::RecoverableParallelism<Par>) {
     auto made = reprosgd::make_on_survivors(MPI_COMM_WORLD, [&](MPI_Comm comm) { return set_up<Par>(c, comm); });
     if (!made.lost_ranks.empty() && printing_rank(made.policy.par) == 0) {
-      int survivors = 0;
-      MPI_Comm_size(made.survivors.get(), &survivors);
       std::printf("failure: lost rank %s while the ranks set up their communicators; %d -> %d ranks before training\n",
-                  reprosgd::detail::rank_list(made.lost_ranks).c_str(), ranks, survivors);
+                  reprosgd::detail::rank_list(made.lost_ranks).c_str(), ranks,
+                  ranks - static_cast<int>(made.lost_ranks.size()));
       std::fflush(stdout);
     }
     return std::move(made.policy);

@@ -74,20 +74,17 @@ class Watchdog {
     const pid_t parent = ::getppid();
     thread_ = std::thread([this, deadline, parent] {
       std::unique_lock<std::mutex> lock(mutex_);
+      // Without a parent to watch, one wait until the deadline; with one, waits of 50 ms.
+      const bool watch = !parent_gone_.empty();
       const std::string* why = &message_;
-      if (parent_gone_.empty()) {
-        if (wake_.wait_until(lock, deadline, [this] { return disarmed_; })) return;
-      } else {
-        for (;;) {
-          const auto next = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
-          const auto slice = next < deadline ? next : deadline;
-          if (wake_.wait_until(lock, slice, [this] { return disarmed_; })) return;
-          if (::getppid() != parent) {
-            why = &parent_gone_;
-            break;
-          }
-          if (std::chrono::steady_clock::now() >= deadline) break;
+      for (;;) {
+        const auto next = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+        if (wake_.wait_until(lock, watch && next < deadline ? next : deadline, [this] { return disarmed_; })) return;
+        if (watch && ::getppid() != parent) {
+          why = &parent_gone_;
+          break;
         }
+        if (std::chrono::steady_clock::now() >= deadline) break;
       }
       [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, why->data(), why->size());
       std::_Exit(code_);

@@ -28,15 +28,12 @@
 REPROSGD_BEGIN_NAMESPACE
 
 /// What make_on_survivors made: the policy, and the ranks of the given communicator that were lost
-/// on the way (ascending; empty when every process took part).
+/// on the way (ascending; empty when every process took part). The survivors' communicators the
+/// attempts ran on are freed: a policy keeps its own duplicates.
 template <class Policy>
 struct SurvivingSetup {
   Policy policy;
   std::vector<int> lost_ranks;
-  /// The communicator the policy was made over: the survivors of `comm` (owned here; a shrink of
-  /// it, never `comm` itself). A policy keeps its own duplicates; this one is for the caller's
-  /// set-up calls that follow (the survivors' count).
-  detail::CommHandle survivors;
 };
 
 namespace detail {
@@ -124,7 +121,7 @@ SurvivingSetup<std::invoke_result_t<Make&, MPI_Comm>> make_on_survivors(MPI_Comm
     (void)MPIX_Comm_agree(current, &everyone_made_it);
     if (everyone_made_it) {
       std::sort(lost.begin(), lost.end());
-      return {std::move(*made), std::move(lost), std::move(shrunk)};
+      return {std::move(*made), std::move(lost)};
     }
     made.reset();  // a policy over a communicator with a dead member: its handles are freed locally
     (void)MPIX_Comm_failure_ack(current);
