@@ -113,7 +113,7 @@ if [ $variants = 1 ]; then
     for a in $kokkos4_areas; do kokkos4_targets+=("unit_$a"); done
     configure_and_build "$kokkos4_build" "$kokkos4" g++ "-O3 -march=native" -DKokkos_ROOT="$kokkos4" "${mpi_flags[@]}" \
       -DREPROSGD_VARIANT_BUILD=ON -DREPROSGD_VARIANT_AREAS="${kokkos4_areas// /;}" -DREPROSGD_BUILD_BENCH=OFF \
-      -DREPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY=ON -DREPROSGD_TRAIN_MLP_MODEL_SPEC=OFF -DREPROSGD_TRAIN_MLP_DEFAULT_BACKEND_ONLY=ON \
+      -DREPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY=ON -DREPROSGD_TRAIN_MLP_DEFAULT_BACKEND_ONLY=ON \
       -DREPROSGD_TEST_OPT_FLAGS=-O1 \
       -DREPROSGD_VARIANT_SKIP_TESTS="$kokkos4_skip" -- "${kokkos4_targets[@]}"
   else
@@ -148,7 +148,7 @@ if [ $variants = 1 ]; then
       "-O2" -DKokkos_ROOT="$kokkos_cuda" -DCUDAToolkit_ROOT="$cuda_toolkit" \
       "${mpi_flags[@]}" -DREPROSGD_VARIANT_BUILD=ON -DREPROSGD_VARIANT_AREAS=all -DREPROSGD_BUILD_BENCH=OFF \
       -DREPROSGD_VARIANT_DEVICE_TESTS_ONLY=ON \
-      -DREPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY=ON -DREPROSGD_TRAIN_MLP_MODEL_SPEC=OFF \
+      -DREPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY=ON \
       -DREPROSGD_TRAIN_MLP_HOST_BACKENDS=OFF -- "${cuda_targets[@]}"
   else
     cuda_missing="no Kokkos 4.6.1 with CUDA in $kokkos_cuda (scripts/setup_cuda.sh builds it when it can download the CUDA 12.4 toolkit and ../shared/deps has the Kokkos 4.6.1 source)"

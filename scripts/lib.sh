@@ -30,4 +30,20 @@ use_setup_mpi() {
     OPAL_PREFIX=$(cat "$prefix_file")
     export OPAL_PREFIX
   fi
+  remove_stale_mpi_sessions
+}
+
+# remove_stale_mpi_sessions: Open MPI's launcher keeps its session in ${TMPDIR:-/tmp}/ompi.<its pid>
+# and removes it when it ends; a launcher that was killed leaves it behind. A later launcher that
+# gets the same pid (pids wrap at 32768 after a few test runs) then fails at once with "The PMIx
+# server's listener thread failed to start" (exit 213): two CTest runs here lost one MPI test each
+# so, and a copied session directory at the next pid reproduces it. This removes the sessions, owned
+# by this user, of launchers that no longer run.
+remove_stale_mpi_sessions() {
+  local d
+  for d in "${TMPDIR:-/tmp}"/ompi.[0-9]*; do
+    [ -d "$d" ] && [ -O "$d" ] || continue
+    [[ ${d##*.} =~ ^[0-9]+$ ]] || continue
+    [ -e "/proc/${d##*.}" ] || rm -rf "$d"
+  done
 }

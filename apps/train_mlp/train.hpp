@@ -8,6 +8,7 @@
 #include <reprosgd/reprosgd.hpp>
 #include <reprosgd/nn/model_spec.hpp>
 #include <reprosgd/nn/network.hpp>
+#include <reprosgd/optim/any_optimizer.hpp>
 #include <reprosgd/fault/failure_injection.hpp>
 #include <reprosgd/reduction/native.hpp>
 #include "../exit_code.hpp"
@@ -263,25 +264,28 @@ inline std::vector<int> parse_layers(const std::string& text) {
   return widths;
 }
 
-// An MLP with H hidden blocks (Dense, activation, dropout) and an output Dense, as one compile-time
-// Sequential type per depth.
-template <class Mem, std::size_t H>
-auto make_mlp(const std::vector<int>& w, reprosgd::Activation act, float p, int chunk) {
+// --layers W0,...,Wn: the MLP of hidden blocks (Dense, activation, dropout) and an output Dense, as a
+// Network. A Sequential of a Network is the compile-time Sequential of the same layers: the same
+// random-number keys, descriptions (so the same checkpoints and model files), sharding and bits
+// (docs/layers.md, tests/unit/nn/network_test.cpp). One model type for every depth and for --model
+// means each policy compiles one training path per optimizer instead of five: a compile-time
+// Sequential per depth made train_mlp's policy files 40-50% slower to compile, with no gain at run
+// time (the layers' kernels are the same; the run-time dispatch is once per layer and micro-batch).
+inline reprosgd::Network mlp_network(const std::vector<int>& w, reprosgd::Activation act, float p, int chunk) {
   using namespace reprosgd;
-  const Init init = act == Activation::relu ? Init::he_normal : Init::xavier_uniform;
-  auto hidden = [&]<std::size_t... I>(std::index_sequence<I...>) {
-    return std::tuple_cat(std::make_tuple(Dense{w[I], w[I + 1], init, chunk}, ActivationFn{act}, Dropout{p})...);
-  }(std::make_index_sequence<H>{});
-  auto all = std::tuple_cat(hidden, std::make_tuple(Dense{w[H], w[H + 1], init, chunk}));
-  return std::apply([](auto... layers) { return make_sequential<Mem>(layers...); }, all);
+  // Xavier for tanh and sigmoid; a single Dense (no activation) is He-initialised, as it always was.
+  const Init init = act == Activation::relu || w.size() == 2 ? Init::he_normal : Init::xavier_uniform;
+  std::vector<AnyLayer> layers;
+  for (std::size_t i = 0; i + 2 < w.size(); ++i) {
+    layers.push_back({Dense{w[i], w[i + 1], init, chunk}});
+    layers.push_back({ActivationFn{act}});
+    layers.push_back({Dropout{p}});
+  }
+  layers.push_back({Dense{w[w.size() - 2], w.back(), init, chunk}});
+  Network net(std::move(layers));
+  net.with_input_width(w.front());
+  return net;
 }
-
-
-// Whether a model is a network composed at run time (--model): it has no model-file form.
-template <class Model>
-inline constexpr bool is_network_v = false;
-template <class Mem>
-inline constexpr bool is_network_v<reprosgd::BasicSequential<Mem, reprosgd::Network>> = true;
 
 template <class Par, class Fault, class Model, class Opt>
 int train_on(const Config& c, Par par, std::unique_ptr<reprosgd::JsonLinesWriter> metrics_file, Model model,
@@ -326,8 +330,7 @@ int train_on(const Config& c, Par par, std::unique_ptr<reprosgd::JsonLinesWriter
   auto state = trainer.start(model, opt);
   // The parameters start() drew from --seed: the same whether or not a checkpoint is loaded next.
   const bool spare = rank < 0;  // an idle spare rank (--spares): it saves, loads and prints nothing
-  if constexpr (!is_network_v<Model>)  // run() refuses --save-initial and --save-model with --model
-  if (!c.save_initial.empty() && !spare) {
+  if (!c.save_initial.empty() && !spare) {  // an MLP: run() refuses --save-initial with --model
     save_model_in_format(trainer, model, state, c.save_initial, c.format, c.normalization);
     if (!c.quiet && rank == 0) std::printf("initial model saved to %s\n", c.save_initial.c_str());
   }
@@ -413,8 +416,7 @@ int train_on(const Config& c, Par par, std::unique_ptr<reprosgd::JsonLinesWriter
   peer_died = !result.failures.empty();
   progress.finish();
   if (save_now && saved_at != state.step) save_now();
-  if constexpr (!is_network_v<Model>)
-  if (!c.save_model.empty()) {
+  if (!c.save_model.empty()) {  // an MLP: run() refuses --save-model with --model
     save_model_in_format(trainer, model, state, c.save_model, c.format, c.normalization);
     if (!c.quiet && printing_rank(trainer.parallelism()) == 0) std::printf("model saved to %s\n", c.save_model.c_str());
   }
@@ -516,16 +518,15 @@ int train(const Config& c, Model model, const Opt& opt, const reprosgd::TrainTes
                                                 std::move(s.metrics), std::move(model), opt, data);
 }
 
-template <class Par, class Fault, class Model>
-int with_optimizer(const Config& c, Model model, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
+// --optimizer: one of the built-in optimizers, held by an AnyOptimizer (the same descriptions,
+// checkpoints and bits as the optimizer itself), so that each policy's training path is compiled
+// once rather than once per optimizer.
+inline reprosgd::AnyOptimizer optimizer_of(const Config& c) {
   using namespace reprosgd;
-  if (c.optimizer == "sgd")
-    return train<Par, Fault>(c, std::move(model), Sgd{{c.lr, c.momentum, c.nesterov, c.weight_decay, c.dampening}}, data);
+  if (c.optimizer == "sgd") return Sgd{{c.lr, c.momentum, c.nesterov, c.weight_decay, c.dampening}};
   if (c.optimizer == "adam")
-    return train<Par, Fault>(
-        c, std::move(model), Adam{{.lr = c.lr, .beta1 = c.beta1, .beta2 = c.beta2, .eps = c.eps, .weight_decay = c.weight_decay}}, data);
-  return train<Par, Fault>(
-      c, std::move(model), AdamW{{.lr = c.lr, .beta1 = c.beta1, .beta2 = c.beta2, .eps = c.eps, .weight_decay = c.weight_decay}}, data);
+    return Adam{{.lr = c.lr, .beta1 = c.beta1, .beta2 = c.beta2, .eps = c.eps, .weight_decay = c.weight_decay}};
+  return AdamW{{.lr = c.lr, .beta1 = c.beta1, .beta2 = c.beta2, .eps = c.eps, .weight_decay = c.weight_decay}};
 }
 
 // --model SPEC: the network for the data's samples (an image shape, or the feature count), its
@@ -547,28 +548,18 @@ inline reprosgd::Network network_of(const Config& c, const reprosgd::TrainTest<K
   return net;
 }
 
+// The training path of one policy: the model (--layers' MLP or --model's network, one type) and
+// the optimizer (AnyOptimizer) chosen at run time.
 template <class Par, class Fault = reprosgd::Abort>
 int with_policy(const Config& c, const reprosgd::TrainTest<Kokkos::HostSpace>& data) {
   using namespace reprosgd;
   using Mem = typename Par::execution_space::memory_space;  // the model lives where the policy computes
-  if (!c.model.empty()) {
-#if REPROSGD_TRAIN_MLP_MODEL_SPEC
-    return with_optimizer<Par, Fault>(c, make_sequential<Mem>(network_of(c, data)), data);
-#else
-    throw config_error("train_mlp: --model is not built into this train_mlp (REPROSGD_TRAIN_MLP_MODEL_SPEC off, a "
-                       "variant build for the cross-build checks)");
-#endif
-  }
-  const std::vector<int> w = parse_layers(c.layers);
+  if (!c.model.empty()) return train<Par, Fault>(c, make_sequential<Mem>(network_of(c, data)), optimizer_of(c), data);
   const Activation act = c.activation == "tanh" ? Activation::tanh
                          : c.activation == "sigmoid" ? Activation::sigmoid
                                                      : Activation::relu;
-  switch (w.size() - 2) {
-    case 0: return with_optimizer<Par, Fault>(c, make_sequential<Mem>(Dense{w[0], w[1], Init::he_normal, c.feature_chunk}), data);
-    case 1: return with_optimizer<Par, Fault>(c, make_mlp<Mem, 1>(w, act, c.dropout, c.feature_chunk), data);
-    case 2: return with_optimizer<Par, Fault>(c, make_mlp<Mem, 2>(w, act, c.dropout, c.feature_chunk), data);
-    default: return with_optimizer<Par, Fault>(c, make_mlp<Mem, 3>(w, act, c.dropout, c.feature_chunk), data);
-  }
+  return train<Par, Fault>(c, make_sequential<Mem>(mlp_network(parse_layers(c.layers), act, c.dropout, c.feature_chunk)),
+                           optimizer_of(c), data);
 }
 
 using Data = reprosgd::TrainTest<Kokkos::HostSpace>;

@@ -29,6 +29,7 @@
 #include <reprosgd/nn/sequential.hpp>
 
 #include <reprosgd/optim/adam.hpp>
+#include <reprosgd/optim/any_optimizer.hpp>
 #include <reprosgd/optim/schedule.hpp>
 #include <reprosgd/optim/sgd.hpp>
 

@@ -130,6 +130,9 @@ for mode in ${modes//,/ }; do
     if kill -0 "$pid" 2>/dev/null; then
       verdict=HANG
       pkill -9 -s "$sid" 2>/dev/null
+      # The killed launcher's session directory would make a later launcher given its pid fail to
+      # start (scripts/lib.sh, remove_stale_mpi_sessions).
+      rm -rf "${TMPDIR:-/tmp}/ompi.$pid"
     fi
     wait "$pid" 2>/dev/null; rc=$?
     sleep 0.2

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
-/// @file Optimizers and schedules: bitwise agreement with a scalar reference, known values, errors.
+/// @file Optimizers and schedules: bitwise agreement with a scalar reference, known values, errors;
+/// AnyOptimizer is the optimizer it holds.
 #include <doctest/doctest.h>
 
 #include <reprosgd/optim/adam.hpp>
+#include <reprosgd/optim/any_optimizer.hpp>
 #include <reprosgd/optim/schedule.hpp>
 #include <reprosgd/optim/sgd.hpp>
 #include <reprosgd/testing/doctest_helpers.hpp>
@@ -14,6 +16,8 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -171,6 +175,83 @@ TEST_SUITE("optim") {
     check(reprosgd::AdamW{{.lr = 1e-2f, .weight_decay = 0.01f}}, adam_equal);
   }
   TEST_CASE_TEMPLATE_APPLY(ranges_id, reprosgd_test::host_spaces);
+
+  TEST_CASE_TEMPLATE_DEFINE("AnyOptimizer is the optimizer it holds: description, state elements and bits", Space, any_id) {
+    const long n = 5000;
+    const std::vector<reprosgd::ElementRange> ranges{{0, 3}, {3, 2100}, {2100, 5000}};
+    // The state's elements as (name, bits) in visit order: what checkpoints and fingerprints read.
+    auto elements = [](const auto& state) {
+      std::vector<std::pair<std::string, std::vector<float>>> out;
+      state.visit([&](const char* name, const auto& x) {
+        using X = std::remove_cvref_t<decltype(x)>;
+        std::vector<float> bits;
+        if constexpr (Kokkos::is_view<X>::value) {
+          auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
+          bits.assign(h.data(), h.data() + h.extent(0));
+        } else {
+          bits.push_back(static_cast<float>(x));
+        }
+        out.emplace_back(name, std::move(bits));
+      });
+      return out;
+    };
+    auto check = [&](const auto& opt) {
+      CAPTURE(opt.describe());
+      const reprosgd::AnyOptimizer any(opt);
+      CHECK(any.describe() == opt.describe());
+      CHECK(std::string(any.held_name()) == opt.name());
+      CHECK(any.base_lr() == opt.base_lr());
+      using DevMem = typename Space::memory_space;
+      auto to_space = [](const B& h) {
+        reprosgd::Buffer<DevMem> d("d", h.extent(0));
+        Kokkos::deep_copy(d, h);
+        return d;
+      };
+      auto p1 = to_space(filled("p", n, 4)), p2 = to_space(filled("p", n, 4));
+      auto s1 = opt.template init<DevMem>(n);
+      auto s2 = any.template init<DevMem>(n);
+      auto s3 = any.template init<Kokkos::HostSpace>(n);
+      B p3h = filled("p", n, 4);
+      for (int step = 0; step < 3; ++step) {
+        const B gh = filled("g", n, 40 + step);
+        const auto g = to_space(gh);
+        opt.step(Space(), s1, p1, g, 0.02f);
+        any.step(Space(), s2, p2, g, 0.02f);
+        if constexpr (Kokkos::SpaceAccessibility<Space, Kokkos::HostSpace>::accessible)
+          any.step_ranges(Space(), s3, p3h, gh, 0.02f, std::span<const reprosgd::ElementRange>(ranges), [](std::size_t) {});
+        Space().fence();
+      }
+      REPROSGD_CHECK_BITWISE_EQUAL(p2, p1);
+      CHECK(elements(s2) == elements(s1));
+      if constexpr (Kokkos::SpaceAccessibility<Space, Kokkos::HostSpace>::accessible) {
+        REPROSGD_CHECK_BITWISE_EQUAL(p3h, p1);
+        CHECK(elements(s3) == elements(s1));
+      }
+    };
+    check(reprosgd::Sgd{{.lr = 0.05f, .momentum = 0.9f, .nesterov = true, .weight_decay = 1e-3f}});
+    check(reprosgd::Adam{{.lr = 1e-2f, .weight_decay = 0.01f}});
+    check(reprosgd::AdamW{{.lr = 1e-2f, .weight_decay = 0.01f}});
+  }
+  TEST_CASE_TEMPLATE_APPLY(any_id, reprosgd_test::spaces);
+
+  TEST_CASE("AnyOptimizer refuses invalid hyperparameters as the held one does, and another optimizer's state") {
+    const reprosgd::AnyOptimizer bad(reprosgd::AdamW{{.lr = 1e-3f, .beta2 = 1.0f}});
+    std::string held_message;
+    try {
+      reprosgd::AdamW{{.lr = 1e-3f, .beta2 = 1.0f}}.check();
+    } catch (const reprosgd::config_error& e) {
+      held_message = e.what();
+    }
+    REQUIRE(!held_message.empty());
+    CHECK_THROWS_WITH_AS(bad.check(), held_message.c_str(), reprosgd::config_error);
+    const reprosgd::AnyOptimizer adam(reprosgd::Adam{{.lr = 1e-3f}}), sgd(reprosgd::Sgd{{.lr = 0.1f}});
+    auto state = sgd.init<Mem>(4);
+    B p("p", 4), g("g", 4);
+    CHECK_THROWS_WITH_AS(adam.step(Kokkos::Serial(), state, p, g, 1e-3f),
+                         "reprosgd::AnyOptimizer: the state was made by another optimizer than adam (use the state "
+                         "this optimizer's init() made)",
+                         reprosgd::config_error);
+  }
 
   TEST_CASE("known values") {
     B p("p", 1), g("g", 1);
