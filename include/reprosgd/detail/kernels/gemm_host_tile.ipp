@@ -287,12 +287,43 @@ REPROSGD_IMPL_GEMM_TARGET inline void compute_tile(const Plan& pl, int t, const 
   float* ct = align_up(buffer + pl.packing_floats());
   compute_block(pl, sm0, sm1, sn0, sn1, Operand{b.data, b.cs, b.rs}, Operand{a.data, a.cs, a.rs}, ct, ldt, buffer,
                 nullptr);
-  for (int q = j0; q < j1; ++q) {
-    float* row = c + static_cast<std::ptrdiff_t>(q) * ldc;
-    const float* col = ct + (q - j0);
-    if (bias)
-      for (int r = i0; r < i1; ++r) row[r] = col[(r - i0) * ldt] + bias[r];
-    else
-      for (int r = i0; r < i1; ++r) row[r] = col[(r - i0) * ldt];
+  // Blocks of 64 rows of C, and in them 8x8 blocks transposed in registers (pure data movement; the
+  // bias is the same one rounded add per element): a scalar copy reading down a column of C^T put
+  // tn 512x10x128's 10 rows, 2 KiB apart, in the same few cache sets and stored one float at a
+  // time, 13% of that call.
+  constexpr int rows_per_block = 64;
+  for (int q0 = j0; q0 < j1; q0 += rows_per_block) {
+    const int q1 = std::min(j1, q0 + rows_per_block);
+    int r = i0;
+#if REPROSGD_IMPL_GEMM_AVX
+    for (; r + 8 <= i1; r += 8) {
+      int q = q0;
+      for (; q + 8 <= q1; q += 8) {
+        const float* rows[8];
+        for (int k = 0; k < 8; ++k) rows[k] = ct + (r + k - i0) * ldt + (q - j0);
+        __m256 t[8];
+        transpose8(rows, t);
+        if (bias) {
+          const __m256 br = _mm256_loadu_ps(bias + r);
+          for (int k = 0; k < 8; ++k) _mm256_storeu_ps(c + static_cast<std::ptrdiff_t>(q + k) * ldc + r, _mm256_add_ps(t[k], br));
+        } else {
+          for (int k = 0; k < 8; ++k) _mm256_storeu_ps(c + static_cast<std::ptrdiff_t>(q + k) * ldc + r, t[k]);
+        }
+      }
+      for (; q < q1; ++q)
+        for (int k = r; k < r + 8; ++k)
+          c[static_cast<std::ptrdiff_t>(q) * ldc + k] = bias ? ct[(k - i0) * ldt + (q - j0)] + bias[k] : ct[(k - i0) * ldt + (q - j0)];
+    }
+#endif
+    for (; r < i1; ++r) {
+      const float* src = ct + (r - i0) * ldt - j0;
+      float* dst = c + r;
+      if (bias) {
+        const float br = bias[r];
+        for (int q = q0; q < q1; ++q) dst[static_cast<std::ptrdiff_t>(q) * ldc] = src[q] + br;
+      } else {
+        for (int q = q0; q < q1; ++q) dst[static_cast<std::ptrdiff_t>(q) * ldc] = src[q];
+      }
+    }
   }
 }
