@@ -37,6 +37,8 @@
 # The campaign fails (exit 1) on any WRONG, HANG, NOFP0, ERROR or LEFTOVER. --log FILE keeps
 # every trial's output. Deterministic given --seed (the instants and victims; not the scheduler).
 set -uo pipefail
+SCRIPT_TAG=kill_campaign
+source "$(dirname "$0")/../../scripts/lib.sh"  # remove_stale_mpi_sessions
 mpiexec= train= modes=data,model,hybrid trials=20 double=4 seed=1 hang=60 startup=5 log= allow_fatal=0 spares=0 window=
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -130,11 +132,11 @@ for mode in ${modes//,/ }; do
     if kill -0 "$pid" 2>/dev/null; then
       verdict=HANG
       pkill -9 -s "$sid" 2>/dev/null
-      # The killed launcher's session directory would make a later launcher given its pid fail to
-      # start (scripts/lib.sh, remove_stale_mpi_sessions).
-      rm -rf "${TMPDIR:-/tmp}/ompi.$pid"
     fi
     wait "$pid" 2>/dev/null; rc=$?
+    # A launcher killed here leaves its session directory, which would make a later launcher given
+    # its pid fail to start (scripts/lib.sh).
+    remove_stale_mpi_sessions
     sleep 0.2
     if grep -aq "error after request freed" "$tmp/out"; then
       [[ -z $verdict ]] && verdict=ompi_fatal

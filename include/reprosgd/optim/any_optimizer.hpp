@@ -56,7 +56,6 @@ class AnyOptimizer {
   [[nodiscard]] const char* held_name() const noexcept {
     return std::visit([](const auto& o) { return o.name(); }, held_);
   }
-  [[nodiscard]] const choice_type& held() const noexcept { return held_; }
   [[nodiscard]] float base_lr() const noexcept {
     return std::visit([](const auto& o) { return o.base_lr(); }, held_);
   }

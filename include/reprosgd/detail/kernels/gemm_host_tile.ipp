@@ -290,40 +290,35 @@ REPROSGD_IMPL_GEMM_TARGET inline void compute_tile(const Plan& pl, int t, const 
   // Blocks of 64 rows of C, and in them 8x8 blocks transposed in registers (pure data movement; the
   // bias is the same one rounded add per element): a scalar copy reading down a column of C^T put
   // tn 512x10x128's 10 rows, 2 KiB apart, in the same few cache sets and stored one float at a
-  // time, 13% of that call.
+  // time, 13% of that call. Element (q, r) of C is element (r, q) of C^T.
+  const auto copy = [&](int r0, int r1, int q0, int q1) {  // scalar, along the rows of C^T
+    for (int r = r0; r < r1; ++r) {
+      const float* src = ct + (r - i0) * ldt - j0;
+      float* dst = c + r;
+      const float br = bias ? bias[r] : 0.0f;
+      for (int q = q0; q < q1; ++q) dst[static_cast<std::ptrdiff_t>(q) * ldc] = bias ? src[q] + br : src[q];
+    }
+  };
   constexpr int rows_per_block = 64;
   for (int q0 = j0; q0 < j1; q0 += rows_per_block) {
     const int q1 = std::min(j1, q0 + rows_per_block);
-    int r = i0;
+    int r8 = i0, q8 = q0;  // the 8x8 blocks cover [i0, r8) x [q0, q8)
 #if REPROSGD_IMPL_GEMM_AVX
-    for (; r + 8 <= i1; r += 8) {
-      int q = q0;
-      for (; q + 8 <= q1; q += 8) {
+    r8 = i0 + (i1 - i0) / 8 * 8;
+    q8 = q0 + (q1 - q0) / 8 * 8;
+    for (int r = i0; r < r8; r += 8) {
+      const __m256 br = bias ? _mm256_loadu_ps(bias + r) : _mm256_setzero_ps();
+      for (int q = q0; q < q8; q += 8) {
         const float* rows[8];
         for (int k = 0; k < 8; ++k) rows[k] = ct + (r + k - i0) * ldt + (q - j0);
         __m256 t[8];
         transpose8(rows, t);
-        if (bias) {
-          const __m256 br = _mm256_loadu_ps(bias + r);
-          for (int k = 0; k < 8; ++k) _mm256_storeu_ps(c + static_cast<std::ptrdiff_t>(q + k) * ldc + r, _mm256_add_ps(t[k], br));
-        } else {
-          for (int k = 0; k < 8; ++k) _mm256_storeu_ps(c + static_cast<std::ptrdiff_t>(q + k) * ldc + r, t[k]);
-        }
+        for (int k = 0; k < 8; ++k)
+          _mm256_storeu_ps(c + static_cast<std::ptrdiff_t>(q + k) * ldc + r, bias ? _mm256_add_ps(t[k], br) : t[k]);
       }
-      for (; q < q1; ++q)
-        for (int k = r; k < r + 8; ++k)
-          c[static_cast<std::ptrdiff_t>(q) * ldc + k] = bias ? ct[(k - i0) * ldt + (q - j0)] + bias[k] : ct[(k - i0) * ldt + (q - j0)];
     }
 #endif
-    for (; r < i1; ++r) {
-      const float* src = ct + (r - i0) * ldt - j0;
-      float* dst = c + r;
-      if (bias) {
-        const float br = bias[r];
-        for (int q = q0; q < q1; ++q) dst[static_cast<std::ptrdiff_t>(q) * ldc] = src[q] + br;
-      } else {
-        for (int q = q0; q < q1; ++q) dst[static_cast<std::ptrdiff_t>(q) * ldc] = src[q];
-      }
-    }
+    copy(i0, r8, q8, q1);  // the columns past the blocks
+    copy(r8, i1, q0, q1);  // the rows past the blocks
   }
 }
