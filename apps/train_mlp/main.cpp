@@ -554,6 +554,12 @@ int main(int argc, char** argv) {
     rc = report_error(e);
 #endif
   }
+#if REPROSGD_HAS_ULFM
+  // A run that ends with an error after a rank died earlier (a shrink, then a full disk) knows
+  // of the death only through MPI: its MPI_Finalize could hang as well.
+  if (!peer_died && rc != 0 && mpi.owner() && !reprosgd::detail::known_failed_ranks(MPI_COMM_WORLD).empty())
+    peer_died = true;
+#endif
   Kokkos::finalize();
   if (peer_died) {
     std::fflush(stdout);

@@ -389,25 +389,36 @@ int train_on(const Config& c, Par par, std::unique_ptr<reprosgd::JsonLinesWriter
   ProgressReporter progress(rank, c.quiet ? nullptr : stdout);
   JsonLinesWriter& metrics = *metrics_file;  // opened by set_up(), with the policy
   FitResult result;
+  // Under ShrinkAndContinue an error fit() ends with is thrown by every rank from the same point:
+  // a failure it cannot recover from (shards lost with every copy, fewer than --min-ranks
+  // survivors), or any error agreed at a stage (a callback's on one rank, a checkpoint's). The
+  // first rank to exit non-zero makes the launcher end the job, which could kill a slower rank (one
+  // descheduled on a loaded machine) before it said why: each rank prints first, then waits in one
+  // last agreement for the others, and only then exits. A released spare threw alone: it just exits.
+  auto end_together = [&](const std::exception& e) {
+    if constexpr (std::is_same_v<Fault, ShrinkAndContinue> && requires { trainer.parallelism().agree(true); }) {
+      bool idle_spare = false;  // still idle: the workers' release ended it
+      if constexpr (requires { trainer.parallelism().spare(); }) idle_spare = trainer.parallelism().spare();
+      if (!idle_spare) {
+        const int rc = report_error(e);
+        std::fflush(stderr);
+        try {
+          (void)trainer.parallelism().agree(true);
+        } catch (const process_failure&) {  // another death now changes nothing of what was said
+        }
+        throw reported_error{rc};
+      }
+    }
+  };
   try {
     fit_started = true;
     result = trainer.fit(model, opt, state, data.train, &data.test, progress, metrics, hook);
   } catch (const process_failure& e) {
     peer_died = true;
-    // Under ShrinkAndContinue a failure fit() cannot recover from (shards lost with every copy,
-    // fewer than --min-ranks survivors) is thrown by every survivor from the same agreement. The
-    // first of them to exit non-zero makes the launcher end the job, which could kill a slower
-    // survivor (one descheduled on a loaded machine) before it said why: each survivor prints
-    // first, then waits in one last agreement for the others, and only then exits.
-    if constexpr (std::is_same_v<Fault, ShrinkAndContinue> && requires { trainer.parallelism().agree(true); }) {
-      const int rc = report_error(e);
-      std::fflush(stderr);
-      try {
-        (void)trainer.parallelism().agree(true);
-      } catch (const process_failure&) {  // another death now changes nothing of what was said
-      }
-      throw reported_error{rc};
-    }
+    end_together(e);
+    throw;
+  } catch (const reprosgd::error& e) {
+    end_together(e);
     throw;
   }
   if (result.idle_spare) {  // never needed: nothing trained here, nothing to say

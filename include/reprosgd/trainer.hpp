@@ -271,6 +271,10 @@ class Trainer {
       throw config_error("reprosgd::Trainer::fit: trace and dump_step are not available in a job with spare ranks (a "
                          "recruited spare joins mid-run, after the trace began); trace the same run without spares: "
                          "the bits are the same");
+    // The code the spares are released with: 0 completed, 2 completed after a failure, 1 ended
+    // with an exception that is not ReproSGD's, release_error_base + its errc for one that is (a
+    // spare then leaves with an error of the same kind: the job's exit status is the same
+    // whichever rank ends first).
     struct ReleaseSpares {
       Par& par;
       int code = 1;
@@ -280,21 +284,30 @@ class Trainer {
       if constexpr (requires { par_.set_max_replicas(run.M); }) par_.set_max_replicas(run.M);
       std::optional<RecoveryReport> recruited = par_.wait_for_work();
       if (!recruited) {
-        if (par_.release_code() == 1)
-          throw comm_error("reprosgd::Trainer::fit: the workers' fit() ended with an error; this spare rank was not "
-                           "needed and leaves with it");
+        const int code = par_.release_code();
+        const std::string what = "reprosgd::Trainer::fit: the workers' fit() ended with an error; this spare rank was "
+                                 "not needed and leaves with it";
+        if (code > release_error_base) detail::throw_error_of_kind(static_cast<errc>(code - release_error_base), what, -1);
+        if (code == 1) throw comm_error(what);
         run.result.idle_spare = true;
-        run.result.workers_failed = par_.release_code() == 2;
+        run.result.workers_failed = code == 2;
         return run.result;
       }
       plan_schedule(run, train);
       repair(run, model, opt, state, train, std::move(recruited));
       run.result.steps = state.step;
     }
-    FitResult result = run_fit(run, model, opt, state, train, test, callbacks...);
+    FitResult result;
+    try {
+      result = run_fit(run, model, opt, state, train, test, callbacks...);
+    } catch (const error& e) {
+      release.code = release_error_base + static_cast<int>(e.code());
+      throw;
+    }
     release.code = result.failures.empty() ? 0 : 2;  // 2: completed after a failure
     return result;
   }
+  static constexpr int release_error_base = 16;
 
   // Where a stream's batches are gathered: the training space when it can reach the stream's memory.
   template <class MemorySpace>
@@ -551,7 +564,7 @@ class Trainer {
       const FailureEvent event = recovery_.finish(detail::world_rank_of(par_));
       run.result.failures.push_back(event);
       trace_.failure(par_, event);
-      (detail::call_failure(callbacks, event), ...);
+      (detail::call_kept(run.callback_error, [&] { return detail::call_failure(callbacks, event), false; }), ...);
     }
     if (recovery_.replay_until > 0) {  // a step replayed after a rollback: its other stages ran before the failure
       if (state.step < recovery_.replay_until) {
@@ -575,7 +588,9 @@ class Trainer {
       // anything that can send the survivors of a failure back to an earlier stage, so a replayed
       // step's line appears once.
       if (trace_.enabled()) trace_step(run, model, state);
-      ((run.stop = detail::call_step_end(callbacks, run.last) || run.stop), ...);
+      ((run.stop = detail::call_kept(run.callback_error, [&] { return detail::call_step_end(callbacks, run.last); }) ||
+                   run.stop),
+       ...);
       run.stage = Stage::epoch_end;
     }
     if (run.stage == Stage::epoch_end) {
@@ -588,7 +603,12 @@ class Trainer {
       // the checkpoint stage, so that all ranks agree on whether this step is checkpointed.
       trace_.check(par_);  // a trace write error ends the run on every rank
       if (options_.stop_after > 0 && static_cast<long>(done) == options_.stop_after) run.stop = true;
-      run.stop = !par_.agree(!run.stop);
+      // A callback that threw on some rank stops every rank here. Only a stop costs more
+      // agreements: whether a callback threw somewhere, and which kind of error (the smallest).
+      const bool threw = run.callback_error != nullptr;
+      run.stop = !par_.agree(!(run.stop || threw));
+      if (run.stop && run.callback_failure == 0 && !par_.agree(!threw))
+        run.callback_failure = detail::agreed_min(par_, callback_failure_kind(run.callback_error), 4);
       run.stage = Stage::checkpoint;
     }
     // run.stage == Stage::checkpoint
@@ -600,7 +620,29 @@ class Trainer {
       save_during_fit(*run.checkpoints, model, opt, state, train, /*wait=*/last || run.stop);
     run.stage = Stage::compute;
     run.result.stopped_early = run.stop;
+    // After the checkpoint the stop saved, so that the error loses no training.
+    if (run.callback_failure != 0) {
+      if (run.callback_error) std::rethrow_exception(run.callback_error);
+      const std::string what = "reprosgd::Trainer::fit: a callback failed on another rank after step " +
+                               std::to_string(run.last.step) + " (see that rank's message); every rank stops there";
+      if (run.callback_failure == callback_failed_other) throw std::runtime_error(what);
+      detail::throw_error_of_kind(static_cast<errc>(run.callback_failure), what, static_cast<long long>(run.last.step));
+    }
     return run.stop;
+  }
+
+  // The kind a callback's error has for agreed_min: its reprosgd::errc, callback_failed_other for
+  // any other exception, 15 (above every kind) when there was none.
+  static constexpr unsigned callback_failed_other = 14;
+  static unsigned callback_failure_kind(const std::exception_ptr& e) {
+    if (!e) return 15;
+    try {
+      std::rethrow_exception(e);
+    } catch (const error& known) {
+      return static_cast<unsigned>(known.code());
+    } catch (...) {
+    }
+    return callback_failed_other;
   }
 
   // The epoch's metrics (its steps' mean loss and accuracy, the test set's), then the epoch callbacks.
@@ -619,7 +661,8 @@ class Trainer {
       trace_.evaluation(par_, em);
     }
     em.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run.epoch_start).count();
-    ((run.stop = detail::call_epoch_end(callbacks, em) || run.stop), ...);
+    ((run.stop = detail::call_kept(run.callback_error, [&] { return detail::call_epoch_end(callbacks, em); }) || run.stop),
+     ...);
     run.result.last_epoch = em;
     run.result.epochs = run.last.epoch + 1;
     run.epoch_steps.clear();

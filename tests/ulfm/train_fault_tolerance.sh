@@ -38,6 +38,9 @@
 #     fallback:SPEC      model parallelism, SPEC kills a rank and its buddy (the holder of its shard's
 #                        copy): the survivors fall back to the newest disk checkpoint, say so, and
 #                        still print the failure-free fingerprint
+#     metrics_full:SPEC  SPEC's deaths survived, then rank 0's metrics file (/dev/full) fails: every
+#                        survivor ends with exit 5 and one line, after the stop's checkpoint (which
+#                        resumes to the reference); no hang, no process left.
 #     lost_together:SPEC model parallelism resumed from a checkpoint file of step 5 (so the seed
 #                        cannot give the start state back) without a checkpoint directory, SPEC kills
 #                        a rank and its buddy (or more) at once: every survivor ends with exit 7 and
@@ -141,6 +144,30 @@ case $kind in
     ((rc == 2)) || fail "expected exit 2, got $rc"
     grep -q "trace and dump_step are not available in a job with spare ranks" "$work/out" ||
       fail "no line says that trace is refused with spares"
+    ;;
+  metrics_full)
+    # SPEC's deaths are survived, then rank 0 cannot write its metrics file (/dev/full: ENOSPC):
+    # the write error reaches every survivor at the end of that step (the Trainer's stop vote),
+    # each ends promptly with exit 5 and one line, the stop's checkpoint is written first (it
+    # resumes to the reference: nothing trained is lost), and no survivor waits in MPI_Finalize
+    # for the dead rank. The token goes into the checkpoint directory's name.
+    ckdir=$work/ck-$token
+    run_job "$work/out" "${launcher[@]}" -n 4 --with-ft ulfm "$exe" "${args[@]}" "${parallel_args[@]}" \
+      --fault-tolerance shrink --inject-failure "$spec" --metrics /dev/full --checkpoint-dir "$ckdir" \
+      --checkpoint-every 1000
+    rc=$?
+    check_leftovers
+    echo "launcher status $rc"
+    ((rc == 5)) || fail "expected exit 5, got $rc"
+    if grep -q '^fingerprint ' "$work/out"; then fail "a fingerprint was printed"; fi
+    n=$(grep -c "^train_mlp: error: reprosgd::JsonLinesWriter: cannot write /dev/full: No space left on device$" "$work/out")
+    ((n == 1)) || fail "$n ranks said that the metrics file cannot be written (want 1, rank 0)"
+    n=$(grep -c "^train_mlp: error: reprosgd::Trainer::fit: a callback failed on another rank after step [0-9]* (see that rank's message); every rank stops there$" "$work/out")
+    survivors=$((4 - $(tr ',' '\n' <<<"$spec" | wc -l)))
+    ((n == survivors - 1)) || fail "$n ranks said that another rank's callback failed (want $((survivors - 1)))"
+    newest=$(ls "$ckdir"/ckpt-*.rsgd 2>/dev/null | tail -n 1)
+    [[ -n $newest ]] || fail "the stop wrote no checkpoint"
+    resumes_to_ref "$newest" || fail "the stop's checkpoint does not resume to the reference"
     ;;
   spare_error)
     run_job "$work/out" "${launcher[@]}" -n 6 --with-ft ulfm "$exe" "${ft_args[@]}" \

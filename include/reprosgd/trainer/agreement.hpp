@@ -75,6 +75,36 @@ void agreed(Par& par, const char* who, F&& check) {
   throw config_error(std::string(who) + ": another rank found invalid input (see its message)");
 }
 
+/// The smallest of every rank's `value` (below 2^bits) from `bits` agreements, each the AND of a
+/// flag, so it holds under ULFM like agree(): from the top bit down, the ranks whose higher bits
+/// equal the minimum's so far vote "my bit is 1" (the others vote true), and the minimum has a 1
+/// there exactly when all of them do. For rare events (a callback's error), not per step. @collective
+template <Parallelism Par>
+unsigned agreed_min(Par& par, unsigned value, int bits) {
+  unsigned min = 0;
+  for (int b = bits - 1; b >= 0; --b) {
+    const bool in_race = (value >> (b + 1)) == (min >> (b + 1));
+    if (par.agree(!in_race || ((value >> b) & 1u) != 0)) min |= 1u << b;
+  }
+  return min;
+}
+
+/// Throw the reprosgd exception class of `code` (a numerics_error at `step`), so that a rank
+/// reports an error of the kind another rank found, with its own message.
+[[noreturn]] inline void throw_error_of_kind(errc code, const std::string& what, long long step) {
+  switch (code) {
+    case errc::invalid_configuration: throw config_error(what);
+    case errc::invalid_data: throw data_error(what);
+    case errc::io_error: throw io_error(what);
+    case errc::numerical_error: throw numerics_error(what, step);
+    case errc::checkpoint_invalid: throw checkpoint_error(what);
+    case errc::communication_error: throw comm_error(what);
+    case errc::reproducibility_violation: throw reproducibility_error(what);
+    case errc::process_failed: break;  // never a callback's: the fault policy handles those
+  }
+  throw error(code, what);
+}
+
 /// All ranks must train the same configuration: compare a 64-bit hash of its description (and
 /// the step count) over the job. @collective @throws config_error naming this rank's hash
 template <Parallelism Par>

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,6 +51,22 @@ bool call_epoch_end(C& c, const EpochMetrics& m) {
 template <class C>
 void call_failure(C& c, const FailureEvent& e) {
   if constexpr (FailureCallback<C>) c.on_failure(e);
+}
+/// Call a hook, keeping what it throws in `kept` (the first one) instead of throwing: a callback
+/// can fail on one rank only (rank 0 writes the metrics file), and that rank must go on calling
+/// the same hooks and collectives as the others (a hook may save a checkpoint) until the step's
+/// stop vote ends the run on every rank (Trainer::fit). A process failure is thrown as before:
+/// the fault policy handles it. Returns the hook's stop request, false when it threw.
+template <class F>
+bool call_kept(std::exception_ptr& kept, F&& hook) {
+  try {
+    return hook();
+  } catch (const process_failure&) {
+    throw;
+  } catch (...) {
+    if (!kept) kept = std::current_exception();
+    return false;
+  }
 }
 inline std::string json_number(double v) {
   if (v != v || v > 1.7976931348623157e308 || v < -1.7976931348623157e308) return "null";
@@ -210,7 +227,8 @@ class JsonLinesWriter {
   void on_failure(const FailureEvent& e) {
     if (e.new_rank == 0 && !f_) take_over();
     if (!f_) return;
-    std::fprintf(f_,
+    errno = 0;
+    const int written = std::fprintf(f_,
                  "{\"event\":\"failure\",\"step\":%llu,\"lost_ranks\":[%s],\"old_size\":%d,\"new_size\":%d,"
                  "\"shrink_seconds\":%s,\"recovery_seconds\":%s,\"joined_ranks\":[%s],\"regrow_seconds\":%s,"
                  "\"restored_from\":\"%s\",\"resumed_from\":%llu}\n",
@@ -218,7 +236,7 @@ class JsonLinesWriter {
                  detail::json_number(e.shrink_seconds).c_str(), detail::json_number(e.recovery_seconds).c_str(),
                  detail::rank_list(e.joined_ranks).c_str(), detail::json_number(e.regrow_seconds).c_str(),
                  e.restored_from.c_str(), static_cast<unsigned long long>(e.resumed_from));
-    std::fflush(f_);
+    flush(written >= 0);
   }
 
   /// The lines every rank keeps for a takeover: more than a lost writer can be behind (it writes
@@ -232,12 +250,21 @@ class JsonLinesWriter {
   static std::uint64_t line_order(std::uint64_t step, unsigned kind) { return step * 3 + kind; }
 
   void emit(std::uint64_t order, const std::string& line) {
-    if (f_) {
-      std::fputs(line.c_str(), f_);
-      std::fflush(f_);
-    }
     if (recent_.size() == kept_lines) recent_.erase(recent_.begin());
     recent_.push_back({order, line});
+    if (f_) {
+      errno = 0;
+      flush(std::fputs(line.c_str(), f_) >= 0);
+    }
+  }
+  // Push what was written to the file; a write that failed (`written` false: a full disk, a quota,
+  // an I/O error) throws. A line only half written stays in the file: a resumed run continuing
+  // it drops a torn last line (docs/diagnosis.md).
+  void flush(bool written) {
+    if (written && std::fflush(f_) == 0) return;
+    const int why = errno != 0 ? errno : EIO;
+    std::clearerr(f_);
+    throw io_error("reprosgd::JsonLinesWriter: cannot write " + path_ + ": " + std::strerror(why));
   }
   // The order of a line this writer writes (-1: not one of them, e.g. a user's).
   static long long order_of(const std::string& line) {
@@ -277,9 +304,11 @@ class JsonLinesWriter {
       }
     }
     open("a");
+    errno = 0;
+    bool written = true;
     for (const auto& [order, line] : recent_)
-      if (static_cast<long long>(order) > last) std::fputs(line.c_str(), f_);
-    std::fflush(f_);
+      if (static_cast<long long>(order) > last) written = std::fputs(line.c_str(), f_) >= 0 && written;
+    flush(written);
   }
   void open(const char* mode) {
     if (path_.empty()) return;

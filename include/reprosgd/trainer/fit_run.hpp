@@ -43,6 +43,11 @@ struct FitRun {
   std::chrono::steady_clock::time_point epoch_start = std::chrono::steady_clock::now();
   FitStage stage = FitStage::start;
   bool stop = false;
+  // The first exception a callback threw on this rank (detail::call_kept), and, once the stop
+  // vote found one on some rank, its kind there (a reprosgd::errc value, callback_failed_other
+  // for any other exception; 0: none): the run stops at that step on every rank.
+  std::exception_ptr callback_error;
+  unsigned callback_failure = 0;
   bool regression = false;  // the training set has regression targets (EpochMetrics::regression)
   StepMetrics last{};  // the step completed last
   FitResult result;

@@ -22,8 +22,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -341,4 +344,97 @@ TEST_SUITE("trainer recovery of sharded state (ranks as fibers)") {
     }
   }
   TEST_CASE_TEMPLATE_APPLY(first_id, reprosgd_test::host_spaces);
+}
+
+namespace {
+
+// A callback that throws `error` on rank `rank` after step `step` (a full disk under the metrics
+// file, a user's check): the other ranks' callbacks do not throw.
+struct ThrowsOnOneRank {
+  int me, rank;
+  std::uint64_t step;
+  std::function<void()> error;
+  bool on_step_end(const reprosgd::StepMetrics& m) {
+    if (me == rank && m.step == step) error();
+    return false;
+  }
+};
+
+// Each rank's exception, as "<kind>: <message>" (kind: the reprosgd::errc value, or "std").
+std::string kind_and_message(std::exception_ptr e) {
+  if (!e) return "none";
+  try {
+    std::rethrow_exception(e);
+  } catch (const reprosgd::error& x) {
+    return std::to_string(static_cast<int>(x.code())) + ": " + x.what();
+  } catch (const std::exception& x) {
+    return std::string("std: ") + x.what();
+  }
+}
+
+// 3 ranks train with one ThrowsOnOneRank per failing rank; returns each rank's kind_and_message.
+std::vector<std::string> run_with_failing_callbacks(const reprosgd::TrainerOptions& o,
+                                                    std::vector<std::pair<int, std::function<void()>>> failing,
+                                                    std::uint64_t step) {
+  using Space = Kokkos::DefaultHostExecutionSpace;
+  using Par = FiberModelParallel<Space>;
+  FiberWorld world(3, {});
+  world.run([&](int r) {
+    reprosgd::FaultTolerantTrainer<Par> trainer(o, Par(world, r));
+    auto m = model<Space::memory_space>();
+    auto state = trainer.start(m, adam);
+    ThrowsOnOneRank a{r, failing[0].first, step, failing[0].second};
+    ThrowsOnOneRank b{r, failing.size() > 1 ? failing[1].first : -1, step, failing.size() > 1 ? failing[1].second : nullptr};
+    trainer.fit(m, adam, state, data().train, &data().test, a, b);
+  });
+  std::vector<std::string> out;
+  for (int r = 0; r < 3; ++r) out.push_back(kind_and_message(world.error(r)));
+  return out;
+}
+
+}  // namespace
+
+TEST_SUITE("trainer: a callback that fails on one rank") {
+  TEST_CASE("every rank stops after that step, with its own error or one of the same kind, checkpointed") {
+    const std::string elsewhere =
+        "reprosgd::Trainer::fit: a callback failed on another rank after step 5 (see that rank's message); every rank "
+        "stops there";
+    SUBCASE("an io_error on rank 0: the others throw an io_error too; the checkpoint of step 6 resumes to the bits") {
+      auto o = options();
+      o.checkpoint_dir = fresh_dir("callback").string();
+      o.checkpoint_every = 100;  // only the stop's checkpoint
+      const auto got = run_with_failing_callbacks(
+          o, {{0, [] { throw reprosgd::io_error("test: cannot write m.jsonl: No space left on device"); }}}, 5);
+      const std::string io = std::to_string(static_cast<int>(reprosgd::errc::io_error)) + ": ";
+      CHECK(got[0] == io + "test: cannot write m.jsonl: No space left on device");
+      CHECK(got[1] == io + elsewhere);
+      CHECK(got[2] == io + elsewhere);
+      // Nothing trained is lost: the stop saved step 6, and resuming from it gives the uninterrupted bits.
+      o.checkpoint_every = 0;
+      FiberWorld world(3, {});
+      const auto results = sharded_run<Kokkos::DefaultHostExecutionSpace>(world, 3, o, /*resume=*/true);
+      for (int r = 0; r < 3; ++r) {
+        CAPTURE(r);
+        CHECK(message_of(world.error(r)) == "");
+        REQUIRE(results[static_cast<std::size_t>(r)].fingerprint);
+        CHECK(*results[static_cast<std::size_t>(r)].fingerprint == one_process<Kokkos::DefaultHostExecutionSpace>());
+      }
+      std::filesystem::remove_all(o.checkpoint_dir);
+    }
+    SUBCASE("two kinds on two ranks: the third rank reports the smaller kind (data before I/O)") {
+      const auto got = run_with_failing_callbacks(options(),
+                                                  {{2, [] { throw reprosgd::io_error("test: I/O"); }},
+                                                   {1, [] { throw reprosgd::data_error("test: data"); }}},
+                                                  5);
+      CHECK(got[2] == std::to_string(static_cast<int>(reprosgd::errc::io_error)) + ": test: I/O");
+      CHECK(got[1] == std::to_string(static_cast<int>(reprosgd::errc::invalid_data)) + ": test: data");
+      CHECK(got[0] == std::to_string(static_cast<int>(reprosgd::errc::invalid_data)) + ": " + elsewhere);
+    }
+    SUBCASE("an exception that is not ReproSGD's: std::runtime_error elsewhere") {
+      const auto got = run_with_failing_callbacks(options(), {{1, [] { throw std::out_of_range("test: user"); }}}, 5);
+      CHECK(got[1] == "std: test: user");
+      CHECK(got[0] == "std: " + elsewhere);
+      CHECK(got[2] == "std: " + elsewhere);
+    }
+  }
 }
