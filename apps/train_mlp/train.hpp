@@ -389,14 +389,15 @@ int train_on(const Config& c, Par par, std::unique_ptr<reprosgd::JsonLinesWriter
   ProgressReporter progress(rank, c.quiet ? nullptr : stdout);
   JsonLinesWriter& metrics = *metrics_file;  // opened by set_up(), with the policy
   FitResult result;
-  // Under ShrinkAndContinue an error fit() ends with is thrown by every rank from the same point:
-  // a failure it cannot recover from (shards lost with every copy, fewer than --min-ranks
-  // survivors), or any error agreed at a stage (a callback's on one rank, a checkpoint's). The
+  // An error fit() ends with is thrown by every rank from the same point: any error agreed at a
+  // stage (a callback's on one rank, a checkpoint's) and, under ShrinkAndContinue, a failure it
+  // cannot recover from (shards lost with every copy, fewer than --min-ranks survivors). The
   // first rank to exit non-zero makes the launcher end the job, which could kill a slower rank (one
   // descheduled on a loaded machine) before it said why: each rank prints first, then waits in one
   // last agreement for the others, and only then exits. A released spare threw alone: it just exits.
-  auto end_together = [&](const std::exception& e) {
-    if constexpr (std::is_same_v<Fault, ShrinkAndContinue> && requires { trainer.parallelism().agree(true); }) {
+  auto end_together = [&](const std::exception& e, bool process_lost) {
+    if constexpr (requires { trainer.parallelism().agree(true); }) {
+      if (process_lost && !std::is_same_v<Fault, ShrinkAndContinue>) return;  // nobody to agree with
       bool idle_spare = false;  // still idle: the workers' release ended it
       if constexpr (requires { trainer.parallelism().spare(); }) idle_spare = trainer.parallelism().spare();
       if (!idle_spare) {
@@ -415,17 +416,17 @@ int train_on(const Config& c, Par par, std::unique_ptr<reprosgd::JsonLinesWriter
     result = trainer.fit(model, opt, state, data.train, &data.test, progress, metrics, hook);
   } catch (const process_failure& e) {
     peer_died = true;
-    end_together(e);
+    end_together(e, true);
     throw;
   } catch (const reprosgd::error& e) {
-    end_together(e);
+    end_together(e, false);
     throw;
   }
   if (result.idle_spare) {  // never needed: nothing trained here, nothing to say
-    peer_died = result.workers_failed;  // the workers end as survivors do (main())
+    peer_died = peer_died || result.workers_failed;  // the workers end as survivors do (main())
     return 0;
   }
-  peer_died = !result.failures.empty();
+  peer_died = peer_died || !result.failures.empty();  // or a loss in the set-up (set_up_before_deadline)
   progress.finish();
   if (save_now && saved_at != state.step) save_now();
   if (!c.save_model.empty()) {  // an MLP: run() refuses --save-model with --model
@@ -496,6 +497,7 @@ SetUp<Par> set_up_before_deadline(const Config& c) {
 #if REPROSGD_HAS_ULFM
   if constexpr (reprosgd::RecoverableParallelism<Par>) {
     auto made = reprosgd::make_on_survivors(MPI_COMM_WORLD, [&](MPI_Comm comm) { return set_up<Par>(c, comm); });
+    if (!made.lost_ranks.empty()) peer_died = true;  // fit() does not know of this loss
     if (!made.lost_ranks.empty() && printing_rank(made.policy.par) == 0) {
       std::printf("failure: lost rank %s while the ranks set up their communicators; %d -> %d ranks before training\n",
                   reprosgd::detail::rank_list(made.lost_ranks).c_str(), ranks,
