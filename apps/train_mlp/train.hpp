@@ -37,6 +37,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <cctype>  // std::isspace: report_error
 #include <string>
 #include <string_view>
 #include <thread>
@@ -222,7 +223,12 @@ inline int report_error(const std::exception& e) {
     std::fprintf(stderr, "train_mlp: %s\n", e.what());
     return restart->exit_code();
   }
-  std::fprintf(stderr, "train_mlp: error: %s\n", without_prefix(e.what()));
+  // One line: Kokkos appends a notice to its errors (an allocation's), after a blank line.
+  std::string what = without_prefix(e.what());
+  if (const auto notice = what.find("\n\nTraceback functionality not available"); notice != std::string::npos)
+    what.erase(notice);
+  while (!what.empty() && std::isspace(static_cast<unsigned char>(what.back()))) what.pop_back();
+  std::fprintf(stderr, "train_mlp: error: %s\n", what.c_str());
   if (const auto* known = dynamic_cast<const reprosgd::error*>(&e)) return exit_code(*known);
   return 1;
 }
