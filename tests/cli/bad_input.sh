@@ -70,6 +70,11 @@ expect 2 "train_mlp: error: --save-model and --save-initial write MLPs (--layers
 expect 2 "train_mlp: error: --synthetic-shape 1,28: expected C,H,W, three positive integers (e.g. 1,28,28)" "${net[@]}" --model "flatten,dense(10)" --synthetic-shape 1,28
 expect 2 "train_mlp: error: --synthetic-shape needs --data synthetic" --data fashion-mnist --synthetic-shape 1,28,28 --model "flatten,dense(10)" --steps 1 --quiet
 [ -e "$tmp/m.bin" ] && { echo "FAIL: a refused run wrote $tmp/m.bin"; fails=$((fails + 1)); }
+# A model file over a name that is not a regular file (a FIFO here; as root --save-model /dev/full
+# replaced the device with a regular file) is refused, and the FIFO stays.
+mkfifo "$tmp/fifo"
+expect 5 "train_mlp: error: reprosgd::AtomicFile: $tmp/fifo exists and is not a regular file (a device, directory, FIFO or socket); nothing is written over it" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --save-model "$tmp/fifo"
+[ -p "$tmp/fifo" ] || { echo "FAIL: the FIFO $tmp/fifo was replaced"; fails=$((fails + 1)); }
 # Model and hybrid parallelism options (checked before any data is read or rank is split).
 expect 2 "train_mlp: error: --feature-chunk: Value 0 not in range" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --feature-chunk 0
 expect 2 "train_mlp: error: --feature-chunk: Value -3 not in range" --data synthetic --synthetic-train 64 --synthetic-test 16 "${small[@]}" --feature-chunk -3

@@ -69,6 +69,15 @@ class AtomicFile {
  public:
   /// Creates the temporary next to `target`. @throws reprosgd::io_error naming the path and strerror.
   explicit AtomicFile(std::filesystem::path target) : target_(std::move(target)) {
+    // The rename would replace whatever the name is, a device too (as root, --save-model /dev/full
+    // turned /dev/full into a regular file): only a name that is, or links to, a regular file is
+    // ever replaced (a link is replaced by the file, as before; /dev/stdout links to a pipe or a
+    // terminal and is refused).
+    struct ::stat existing {};
+    if (::stat(target_.c_str(), &existing) == 0 && !S_ISREG(existing.st_mode))
+      throw io_error("reprosgd::AtomicFile: " + target_.string() +
+                     " exists and is not a regular file (a device, directory, FIFO or socket); nothing is written "
+                     "over it");
     const std::filesystem::path dir = target_.parent_path();
     std::random_device rd;
     std::mt19937_64 gen((static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ static_cast<std::uint64_t>(::getpid()));

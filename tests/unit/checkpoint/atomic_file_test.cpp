@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>  // mkfifo
+
 namespace {
 std::vector<std::string> names_in(const std::filesystem::path& dir) {
   std::vector<std::string> names;
@@ -68,6 +70,27 @@ TEST_SUITE("checkpoint.atomic_file") {
     reprosgd::AtomicFile a(dir / "x");
     reprosgd::AtomicFile b(dir / "x");
     CHECK(a.temporary() != b.temporary());
+  }
+
+  TEST_CASE("a target that is not a regular file (a FIFO, a directory, a link to a FIFO) is refused and left as it was") {
+    ckpt_test::TempDir dir;
+    const auto fifo = dir / "pipe";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    std::filesystem::create_directory(dir / "sub");
+    std::filesystem::create_symlink(fifo, dir / "link");  // like /dev/stdout: a link to a pipe
+    for (const auto& target : {fifo, dir / "sub", dir / "link"}) {
+      CAPTURE(target.string());
+      CHECK_THROWS_WITH_AS(reprosgd::write_file_atomically(target, bytes_of("x")),
+                           ("reprosgd::AtomicFile: " + target.string() +
+                            " exists and is not a regular file (a device, directory, FIFO or socket); nothing is "
+                            "written over it")
+                               .c_str(),
+                           reprosgd::io_error);
+    }
+    CHECK(std::filesystem::is_fifo(fifo));
+    CHECK(std::filesystem::is_directory(dir / "sub"));
+    CHECK(std::filesystem::is_symlink(dir / "link"));
+    CHECK(names_in(dir.path()).size() == 3);  // no temporary left
   }
 
   TEST_CASE("a missing directory is an io_error naming the path and the reason") {
