@@ -401,21 +401,24 @@ int train_on(const Config& c, Par par, std::unique_ptr<reprosgd::JsonLinesWriter
   // first rank to exit non-zero makes the launcher end the job, which could kill a slower rank (one
   // descheduled on a loaded machine) before it said why: each rank prints first, then waits in one
   // last agreement for the others, and only then exits. A released spare threw alone: it just exits.
-  auto end_together = [&](const std::exception& e, bool process_lost) {
+  // One last agreement, which tolerates failures: another death now changes nothing of the result.
+  auto last_agreement = [&] {
     if constexpr (requires { trainer.parallelism().agree(true); }) {
-      if (process_lost && !std::is_same_v<Fault, ShrinkAndContinue>) return;  // nobody to agree with
-      bool idle_spare = false;  // still idle: the workers' release ended it
-      if constexpr (requires { trainer.parallelism().spare(); }) idle_spare = trainer.parallelism().spare();
-      if (!idle_spare) {
-        const int rc = report_error(e);
-        std::fflush(stderr);
-        try {
-          (void)trainer.parallelism().agree(true);
-        } catch (const process_failure&) {  // another death now changes nothing of what was said
-        }
-        throw reported_error{rc};
+      try {
+        (void)trainer.parallelism().agree(true);
+      } catch (const process_failure&) {
       }
     }
+  };
+  auto end_together = [&](const std::exception& e, bool process_lost) {
+    if constexpr (!requires { trainer.parallelism().agree(true); }) return;
+    if (process_lost && !std::is_same_v<Fault, ShrinkAndContinue>) return;  // nobody to agree with
+    if constexpr (requires { trainer.parallelism().spare(); })
+      if (trainer.parallelism().spare()) return;  // still idle: the workers' release ended it
+    const int rc = report_error(e);
+    std::fflush(stderr);
+    last_agreement();
+    throw reported_error{rc};
   };
   try {
     fit_started = true;
@@ -445,13 +448,7 @@ int train_on(const Config& c, Par par, std::unique_ptr<reprosgd::JsonLinesWriter
   // After a failure the survivors end without MPI_Finalize (main()). A rank that leaves the
   // fingerprint's last collective first would then look dead to a peer still receiving in it
   // (seen under load on a 2x2 grid): one last agreement, which tolerates failures, comes first.
-  if constexpr (std::is_same_v<Fault, ShrinkAndContinue> && requires { trainer.parallelism().agree(true); })
-    if (peer_died) {
-      try {
-        (void)trainer.parallelism().agree(true);
-      } catch (const process_failure&) {  // a rank that died now changes nothing of the result
-      }
-    }
+  if (std::is_same_v<Fault, ShrinkAndContinue> && peer_died) last_agreement();
   return 0;
 }
 
