@@ -33,6 +33,7 @@ struct Options {
   double min_sample_seconds = 2e-3;  // each sample repeats the call until it lasts this long
   std::vector<int> threads{1, 2};
   bool microbatch = false;  // also the micro-batch sizes 16 and 32
+  std::string only;         // "nn,16,10,512": that shape alone (ours and OpenBLAS), for profiling one
 };
 
 std::string cpu_model() {
@@ -177,8 +178,10 @@ int main(int argc, char** argv) {
       opt.threads = parse_list(argv[++i]);
     } else if (arg == "--microbatch") {
       opt.microbatch = true;
+    } else if (arg == "--only" && i + 1 < argc) {
+      opt.only = argv[++i];
     } else if (arg.rfind("--kokkos", 0) != 0) {
-      std::fprintf(stderr, "usage: %s [--smoke] [--repeats N] [--thread-counts 1,2] [--microbatch]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--smoke] [--repeats N] [--thread-counts 1,2] [--microbatch] [--only OP,M,N,K]\n", argv[0]);
       return 2;
     }
   }
@@ -200,6 +203,18 @@ int main(int argc, char** argv) {
                           // 64-feature chunk (default_feature_chunk), K = 64
                           Case{gemm_op::nt, bsz, 512, 64}})
       cases.push_back(cs);
+  if (!opt.only.empty()) {
+    char op[3] = {};
+    Case one{gemm_op::nn, 0, 0, 0};
+    if (std::sscanf(opt.only.c_str(), "%2[a-z],%d,%d,%d", op, &one.m, &one.n, &one.k) != 4 || one.m < 1 ||
+        one.n < 1 || one.k < 1 || (std::string(op) != "nn" && std::string(op) != "tn" && std::string(op) != "nt")) {
+      std::fprintf(stderr, "gemm_bench: --only wants OP,M,N,K with OP nn, tn or nt and positive sizes, not '%s'\n",
+                   opt.only.c_str());
+      return 2;
+    }
+    one.op = std::string(op) == "nn" ? gemm_op::nn : std::string(op) == "tn" ? gemm_op::tn : gemm_op::nt;
+    cases = {one};
+  }
   if (opt.smoke) cases = {Case{gemm_op::nn, 13, 17, 19}, Case{gemm_op::tn, 13, 17, 19}, Case{gemm_op::nt, 13, 17, 19}};
 
   const std::string device = cpu_model();

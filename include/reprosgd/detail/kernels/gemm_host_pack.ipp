@@ -80,8 +80,24 @@ REPROSGD_IMPL_GEMM_TARGET inline void pack_a(const Operand& a, int m, int i0, in
   }
 }
 
+/// The columns a micro-kernel reads of a B strip with `cols` valid ones: one vector where they fit
+/// in it (micro_kernel_edge then runs the one-vector kernel), else all nr.
+constexpr int padded_columns(int cols) { return cols <= lanes ? lanes : nr; }
+
+/// Zeroes the padding of a packed B strip with `cols` valid columns, rows p < kc: columns [cols,
+/// padded_columns(cols)), in whole vectors, so also the valid columns of the last vector that holds
+/// padding: call it before copying them in. (A loop of scalar zeros per row became a memset call
+/// per row, a fifth of nn 16x10x512, and one of size 0 where there was no padding.)
+REPROSGD_IMPL_GEMM_TARGET inline void zero_padding(float* dst, int kc, int cols) {
+  const int padded = padded_columns(cols);
+  if (cols >= padded) return;
+  for (int p = 0; p < kc; ++p)
+    for (int c = cols / lanes * lanes; c < padded; c += lanes) store(dst + static_cast<std::ptrdiff_t>(p) * nr + c, vfloat{});
+}
+
 /// Packs rows [p0, p0+kc) x columns [j0, j0+strips*nr) of the logical K x N matrix B into strips
-/// of nr columns: out[s*nr*kc + p*nr + c] = B(p0 + p, j0 + s*nr + c), zero beyond column N.
+/// of nr columns: out[s*nr*kc + p*nr + c] = B(p0 + p, j0 + s*nr + c), zero from column N to
+/// padded_columns (the columns past that are never read).
 REPROSGD_IMPL_GEMM_TARGET inline void pack_b(const Operand& b, int n, int j0, int strips, int p0, int kc, float* out) {
   if (strips <= 0) return;
   const auto columns = [&](int s) { return std::clamp(n - (j0 + s * nr), 0, nr); };  // valid columns of strip s
@@ -92,6 +108,7 @@ REPROSGD_IMPL_GEMM_TARGET inline void pack_b(const Operand& b, int n, int j0, in
     // size is a library call per row, 11% of a micro-batch-32 training step when every strip took it.)
     const int last_cols = columns(strips - 1);
     const int whole = last_cols == nr ? strips : strips - 1;
+    if (whole < strips) zero_padding(out + static_cast<std::ptrdiff_t>(strips - 1) * nr * kc, kc, last_cols);
     for (int p = 0; p < kc; ++p) {
       const float* src = b.data + static_cast<std::ptrdiff_t>(p0 + p) * b.rs + j0;
       float* dst = out + p * nr;
@@ -100,7 +117,6 @@ REPROSGD_IMPL_GEMM_TARGET inline void pack_b(const Operand& b, int n, int j0, in
       if (whole < strips) {
         float* last = dst + static_cast<std::ptrdiff_t>(strips - 1) * nr * kc;
         for (int j = 0; j < last_cols; ++j) last[j] = src[(strips - 1) * nr + j];
-        for (int j = last_cols; j < nr; ++j) last[j] = 0.0f;
       }
     }
     return;
@@ -109,6 +125,7 @@ REPROSGD_IMPL_GEMM_TARGET inline void pack_b(const Operand& b, int n, int j0, in
     float* dst = out + static_cast<std::ptrdiff_t>(s) * nr * kc;
     const int col0 = j0 + s * nr;
     const int cols = columns(s);
+    zero_padding(dst, kc, cols);
     int j = 0;
     if (b.rs == 1) {
       // B stored transposed (N x K): each stored row is one column of the strip, contiguous in p.
@@ -141,8 +158,5 @@ REPROSGD_IMPL_GEMM_TARGET inline void pack_b(const Operand& b, int n, int j0, in
         for (int c = 0; c < cols; ++c)
           dst[p * nr + c] = b.data[static_cast<std::ptrdiff_t>(p0 + p) * b.rs + static_cast<std::ptrdiff_t>(col0 + c) * b.cs];
     }
-    if (cols < nr)  // zero padding past column N
-      for (int p = 0; p < kc; ++p)
-        for (int c = cols; c < nr; ++c) dst[p * nr + c] = 0.0f;
   }
 }

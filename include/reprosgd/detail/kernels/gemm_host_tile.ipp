@@ -12,36 +12,38 @@
 // Rows < mr computes only the first Rows rows of the micro-tile (the last, partial row strip of C:
 // 128 = 21 x 6 + 2 rows spends a third of a full call on 2 rows instead of a whole one).
 // The body is inlined only into micro_kernel, never into a larger caller.
-template <bool Packed, int Rows>
+// NV (1 to nv) vectors of columns: a tile with at most `lanes` valid columns (C^T of the output
+// layer at micro-batch 16: 10 x 16) runs NV = 1 and does no multiply-adds on padding lanes.
+template <bool Packed, int Rows, int NV = nv>
 REPROSGD_IMPL_GEMM_TARGET __attribute__((always_inline)) inline void micro_kernel_body(
     int kc, const float* __restrict ap, std::ptrdiff_t ars, std::ptrdiff_t acs, const float* __restrict bp,
     std::ptrdiff_t brs, float* __restrict c, std::ptrdiff_t ldc, bool first, const float* __restrict bias) {
-  static_assert(Rows >= 1 && Rows <= mr);
+  static_assert(Rows >= 1 && Rows <= mr && NV >= 1 && NV <= nv);
   if constexpr (Packed) {
     ars = 1;
     acs = mr;
   }
-  vfloat acc[Rows][nv];
+  vfloat acc[Rows][NV];
   if (first) {
 #pragma GCC unroll 32
     for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 4
-      for (int v = 0; v < nv; ++v) acc[r][v] = vfloat{};  // +0.0f in every lane
+      for (int v = 0; v < NV; ++v) acc[r][v] = vfloat{};  // +0.0f in every lane
   } else {
 #pragma GCC unroll 32
     for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 4
-      for (int v = 0; v < nv; ++v) acc[r][v] = load(c + r * ldc + v * lanes);
+      for (int v = 0; v < NV; ++v) acc[r][v] = load(c + r * ldc + v * lanes);
   }
   for (int p = 0; p < kc; ++p) {
-    vfloat b[nv];
+    vfloat b[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < nv; ++v) b[v] = load(bp + v * lanes);
+    for (int v = 0; v < NV; ++v) b[v] = load(bp + v * lanes);
 #pragma GCC unroll 32
     for (int r = 0; r < Rows; ++r) {
       const float a = ap[r * ars];
 #pragma GCC unroll 4
-      for (int v = 0; v < nv; ++v) {
+      for (int v = 0; v < NV; ++v) {
         // The scalar a is broadcast to every lane; fma(b, a, acc) == fma(a, b, acc) exactly.
         acc[r][v] = fused_multiply_add(b[v], a, acc[r][v]);
       }
@@ -52,42 +54,42 @@ REPROSGD_IMPL_GEMM_TARGET __attribute__((always_inline)) inline void micro_kerne
   if (bias) {
     // Epilogue of the last K block: the finished sum plus the bias, one rounded add, exactly as a
     // separate pass y(i,j) = y(i,j) + b(j) would do it.
-    vfloat bv[nv];
+    vfloat bv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < nv; ++v) bv[v] = load(bias + v * lanes);
+    for (int v = 0; v < NV; ++v) bv[v] = load(bias + v * lanes);
 #pragma GCC unroll 32
     for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 4
-      for (int v = 0; v < nv; ++v) acc[r][v] = acc[r][v] + bv[v];
+      for (int v = 0; v < NV; ++v) acc[r][v] = acc[r][v] + bv[v];
   }
 #pragma GCC unroll 32
   for (int r = 0; r < Rows; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < nv; ++v) store(c + r * ldc + v * lanes, acc[r][v]);
+    for (int v = 0; v < NV; ++v) store(c + r * ldc + v * lanes, acc[r][v]);
 }
 
 // Never inlined: inlined into a large caller (the Kokkos functor, with the packing loops) GCC 12
 // spilled 8 of the 12 accumulators to the stack in the inner loop and the GEMM ran at half speed
 // (40 against 77 GFLOP/s on 128x512x784); on its own it keeps all of them in registers.
-template <bool Packed, int Rows = mr>
+template <bool Packed, int Rows = mr, int NV = nv>
 REPROSGD_IMPL_GEMM_TARGET __attribute__((noinline)) void micro_kernel(int kc, const float* ap, std::ptrdiff_t ars,
                                                                       std::ptrdiff_t acs, const float* bp,
                                                                       std::ptrdiff_t brs, float* c, std::ptrdiff_t ldc,
                                                                       bool first, const float* bias = nullptr) {
-  micro_kernel_body<Packed, Rows>(kc, ap, ars, acs, bp, brs, c, ldc, first, bias);
+  micro_kernel_body<Packed, Rows, NV>(kc, ap, ars, acs, bp, brs, c, ldc, first, bias);
 }
 
-/// The micro-kernel on the first `rows` (1 to mr) rows of a tile with all nr columns: one
-/// instantiation per row count, picked from a table.
-template <bool Packed, std::size_t... R>
+/// The micro-kernel on the first `rows` (1 to mr) rows of a tile with NV * lanes columns (all nr
+/// by default): one instantiation per row count, picked from a table.
+template <bool Packed, int NV, std::size_t... R>
 constexpr auto micro_kernels_by_rows(std::index_sequence<R...>) {
-  return std::array{&micro_kernel<Packed, static_cast<int>(R) + 1>...};
+  return std::array{&micro_kernel<Packed, static_cast<int>(R) + 1, NV>...};
 }
-template <bool Packed>
+template <bool Packed, int NV = nv>
 REPROSGD_IMPL_GEMM_TARGET inline void micro_kernel_rows(int rows, int kc, const float* ap, std::ptrdiff_t ars,
                                                         std::ptrdiff_t acs, const float* bp, std::ptrdiff_t brs, float* c,
                                                         std::ptrdiff_t ldc, bool first, const float* bias) {
-  static constexpr auto table = micro_kernels_by_rows<Packed>(std::make_index_sequence<mr>{});
+  static constexpr auto table = micro_kernels_by_rows<Packed, NV>(std::make_index_sequence<mr>{});
   table[static_cast<std::size_t>(rows - 1)](kc, ap, ars, acs, bp, brs, c, ldc, first, bias);
 }
 
@@ -108,8 +110,13 @@ REPROSGD_IMPL_GEMM_TARGET inline void micro_kernel_edge(int kc, const float* ap,
     std::fill(bias_tile, bias_tile + nr, 0.0f);
     for (int j = 0; j < cols; ++j) bias_tile[j] = bias[j];
   }
-  // Only the valid rows: A read in place has no rows past them.
-  micro_kernel_rows<Packed>(rows, kc, ap, ars, acs, bp, nr, tile, nr, first, bias ? bias_tile : nullptr);
+  // Only the valid rows: A read in place has no rows past them. At most `lanes` valid columns: one
+  // vector of them (the padding lanes of the second would be half the multiply-adds).
+  const float* tile_bias = bias ? bias_tile : nullptr;
+  if (padded_columns(cols) < nr)
+    micro_kernel_rows<Packed, 1>(rows, kc, ap, ars, acs, bp, nr, tile, nr, first, tile_bias);
+  else
+    micro_kernel_rows<Packed>(rows, kc, ap, ars, acs, bp, nr, tile, nr, first, tile_bias);
   for (int r = 0; r < rows; ++r)
     for (int j = 0; j < cols; ++j) c[r * ldc + j] = tile[r * nr + j];
 }
@@ -206,7 +213,11 @@ REPROSGD_IMPL_GEMM_TARGET inline void compute_block(const Plan& pl, int sm0, int
   // (gemm_tn: the MR values of a step are adjacent, the steps a row apart); a partial last row
   // strip (rows < MR) then runs the kernel instantiated for its row count, which reads no row past
   // them.
-  const bool direct_a = (a.cs == 1 || a.rs == 1) && sn1 - sn0 < pack_a_min_strips;
+  // A stored transposed with the whole block in one row strip and at most mr values per stored row
+  // (W^T of the output layer in C^T = W^T X^T: 10 values per step, the steps adjacent) is already
+  // laid out as a packed strip, contiguous; copying it was 5% of nn 128x10x512.
+  const bool a_is_a_strip = a.rs == 1 && a.cs <= mr && sm1 - sm0 == 1;
+  const bool direct_a = ((a.cs == 1 || a.rs == 1) && sn1 - sn0 < pack_a_min_strips) || a_is_a_strip;
   float* abuf = align_up(buffer);
   float* bbuf = align_up(abuf + static_cast<std::ptrdiff_t>(direct_a ? 0 : pl.max_strips_m) * mr * pl.kc);
   for (int p0 = 0; p0 < pl.k; p0 += pl.kc) {
