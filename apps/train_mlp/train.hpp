@@ -454,7 +454,9 @@ int train_on(const Config& c, Par par, std::unique_ptr<reprosgd::JsonLinesWriter
 
 // A policy and the metrics file its rank 0 opened. Rank 0 alone opens the file; its failure must end
 // every rank, not leave them waiting in fit()'s first collective (agreed: one line from that rank,
-// "another rank found invalid input" from the others, a non-zero exit everywhere). The agreement is
+// "another rank found invalid input" from the others, a non-zero exit everywhere). In the same
+// agreement the rank that will write --save-model checks that it can (a missing directory used to
+// fail only after the whole run, with the trained model lost unless a checkpoint held it). The agreement is
 // the last collective before fit() on a data-parallel policy, so it is part of the set-up that
 // make_on_survivors repeats over the survivors when a rank is lost (a campaign trial lost rank 0
 // just before it and ended with exit 76).
@@ -466,8 +468,10 @@ struct SetUp {
 template <class Par>
 SetUp<Par> set_up(const Config& c, JobComm comm = job_world()) {
   SetUp<Par> s{make_policy<Par>(c, comm), nullptr};
-  reprosgd::detail::agreed(s.par, "train_mlp: --metrics",
-                           [&] { s.metrics = std::make_unique<reprosgd::JsonLinesWriter>(c.metrics, printing_rank(s.par)); });
+  reprosgd::detail::agreed(s.par, "train_mlp: --metrics or --save-model", [&] {
+    s.metrics = std::make_unique<reprosgd::JsonLinesWriter>(c.metrics, printing_rank(s.par));
+    check_model_path_writable(s.par, c.save_model);
+  });
   return s;
 }
 

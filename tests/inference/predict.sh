@@ -85,10 +85,14 @@ fp1=$(printf '%s\n' "$out" | tail -n 1)
 fp2=$("$train" --data "$dir/d.csv" --layers 5,12,3 --activation tanh --epochs 3 --batch 16 --micro-batch 8 \
       --optimizer sgd --lr 0.05 --quiet | tail -n 1)
 [ "$fp1" = "$fp2" ] && echo "fingerprint with and without --save-model: $fp1" || fail "--save-model changed the fingerprint"
-o=$("$train" --data "$dir/d.csv" --layers 5,12,3 --steps 2 --batch 16 --micro-batch 8 --quiet \
-    --save-model "$dir/no/such/dir/m.rsgdm" 2>&1); rc=$?
+# Refused before training (the metrics file gets no step), not after it.
+o=$(OMP_PROC_BIND=false "$train" --data "$dir/d.csv" --layers 5,12,3 --steps 2 --batch 16 --micro-batch 8 --quiet \
+    --metrics "$dir/unwritable.jsonl" --save-model "$dir/no/such/dir/m.rsgdm" 2>&1); rc=$?
 echo "unwritable --save-model: exit $rc: $o"
-[ $rc -eq 5 ] && [[ "$o" == *"cannot create temporary file"* ]] || fail "unwritable --save-model"
+[ $rc -eq 5 ] && [ "$(printf '%s\n' "$o" | wc -l)" -eq 1 ] \
+  && [[ "$o" == "train_mlp: error: reprosgd::AtomicFile: $dir/no/such/dir/m.rsgdm: cannot create temporary file $dir/no/such/dir/.m.rsgdm.tmp."*": No such file or directory" ]] \
+  || fail "unwritable --save-model"
+! grep -q '"event":"step"' "$dir/unwritable.jsonl" || fail "unwritable --save-model: trained before refusing it"
 
 # Bad input: message and exit code.
 expect() {  # expect CODE MESSAGE-PART ARGS...

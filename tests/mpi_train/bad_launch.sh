@@ -21,7 +21,15 @@ check 2 "another rank found invalid input" "$out" $rc
 # A file only rank 0 opens (--metrics) that it cannot create: every rank ends, none waits.
 out=$($launcher -n 3 "$exe" "${small[@]}" "${net[@]}" --batch 16 --micro-batch 4 --metrics /nonexistent/dir/m.jsonl 2>&1); rc=$?
 check 1 "/nonexistent/dir/m.jsonl" "$out" $rc
-check 2 "error: --metrics: another rank found invalid input" "$out" $rc
+check 2 "error: --metrics or --save-model: another rank found invalid input" "$out" $rc
+# A model file the writing rank could not write at the end (model parallelism: MPI_COMM_WORLD rank
+# 0 writes): refused before training, on every rank; the metrics file got no step.
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+out=$($launcher -n 3 "$exe" "${small[@]}" "${net[@]}" --batch 16 --micro-batch 4 --parallel model --metrics "$tmp/m.jsonl" \
+      --save-model "$tmp/no/such/dir/m.rsgdm" 2>&1); rc=$?
+check 1 "reprosgd::AtomicFile: $tmp/no/such/dir/m.rsgdm: cannot create temporary file" "$out" $rc
+check 2 "error: --metrics or --save-model: another rank found invalid input" "$out" $rc
+if grep -q '"event":"step"' "$tmp/m.jsonl"; then echo "FAIL: the run trained before refusing --save-model"; fails=$((fails + 1)); fi
 # A file rank 0 cannot write during training (a full disk): every rank ends after that step.
 if [ -w /dev/full ]; then
   out=$($launcher -n 3 "$exe" "${small[@]}" "${net[@]}" --batch 16 --micro-batch 4 --metrics /dev/full 2>&1); rc=$?
@@ -45,5 +53,5 @@ if [ "$rc" -eq 124 ] || [ "$took" -gt 60 ]; then
 else
   echo "ok: the job ended in $took s with exit $rc"
 fi
-echo "$((10 - fails)) passed, $fails failed"
+echo "$((12 - fails)) passed, $fails failed"
 [ $fails -le 0 ]
