@@ -91,11 +91,19 @@ int main(int argc, char** argv) {
   bool smoke = false;
   int repeats = 11;
   std::vector<long> only;
+  std::string profile;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--smoke") smoke = true;
     else if (a == "--repeats" && i + 1 < argc) repeats = std::max(1, std::atoi(argv[++i]));
     else if (a == "--n" && i + 1 < argc) only.push_back(std::max(1L, std::atol(argv[++i])));
+    else if (a == "--profile" && i + 1 < argc) profile = argv[++i];
+  }
+  // --profile exact|native|mpi: run that method alone, repeats times, and print nothing (for perf).
+  const int profiled = profile.empty() ? -1 : profile == "mpi" ? 0 : profile == "native" ? 1 : profile == "exact" ? 2 : -2;
+  if (profiled == -2) {
+    std::fprintf(stderr, "allreduce_bench: --profile takes exact, native or mpi, not '%s'\n", profile.c_str());
+    return 2;
   }
   if (smoke) repeats = 3;
   const std::vector<long> sizes = smoke            ? std::vector<long>{4096}
@@ -123,6 +131,7 @@ int main(int argc, char** argv) {
         double t[3] = {0.0, 0.0, 0.0};
         for (int j = 0; j < 3; ++j) {
           const int method = (j + (r + 2)) % 3;  // rotate the order between rounds
+          if (profiled >= 0 && method != profiled) continue;
           if (method == 0)
             t[0] = time_once(
                 par, [&] { Kokkos::deep_copy(buffer, row); },
@@ -147,7 +156,7 @@ int main(int argc, char** argv) {
       }
 
       const double base = median_of(t_mpi);
-      if (par.rank() == 0) {
+      if (par.rank() == 0 && profiled < 0) {
         const struct {
           const char* name;
           const std::vector<double>* t;
