@@ -107,9 +107,15 @@ class StepPipeline {
     mine_ = par.micro_batch_range(M);
     const long n_params = static_cast<long>(model.parameter_count());
     if (!fits<Model>(train_, m, n_params)) train_ = make_workspace(model, m), kept_input_gradients_.clear();
-    if (static_cast<long>(grads_.extent(0)) != mine_.size() || static_cast<long>(grads_.extent(1)) != n_params) {
-      grads_ = Matrix<memory_space>();
-      grads_ = Matrix<memory_space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::grads"), mine_.size(), n_params);
+    if (static_cast<long>(grad_rows_.extent(0)) != mine_.size() || static_cast<long>(grad_rows_.extent(1)) != n_params) {
+      grad_rows_ = Matrix<memory_space>();
+      // Rows padded to 64 bytes, so that every row starts as row 0 does, at an aligned address:
+      // the GEMMs write the large weight gradients with aligned non-temporal stores
+      // (docs/gemm.md, "C written past the caches"); an unaligned row would be written with ordinary ones.
+      const long stride = (n_params + grad_row_align - 1) / grad_row_align * grad_row_align;
+      const Matrix<memory_space> padded(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::grads"), mine_.size(),
+                                        stride);
+      grad_rows_ = Kokkos::subview(padded, Kokkos::ALL(), Kokkos::make_pair(0L, n_params));
       grad_sum_ = Buffer<memory_space>("reprosgd::grad_sum", n_params);
     }
     if constexpr (ShardedParallelism<Par>) grad_blocks_ = Sharding<Par>::gradient_blocks(model);
@@ -129,7 +135,8 @@ class StepPipeline {
     const execution_space space = par.space();
     const bool dumping = dump && dump->at(step);
     auto& ws = model_workspace<Model>(*train_);
-    const long n_params = static_cast<long>(grads_.extent(1));
+    const long n_params = static_cast<long>(grad_rows_.extent(1));
+    const long stride = static_cast<long>(grad_rows_.stride(0));
     for (long u = mine_.begin; u < mine_.end; ++u) {
       const long first = position * B + u * m;  // the micro-batch's row 0 in the epoch order
       load_micro_batch(space, size_targets(*train_, train), train, order, first, m);
@@ -142,7 +149,7 @@ class StepPipeline {
                                              static_cast<float>(m) / static_cast<float>(B)};
       forward(par, model, ctx, ws, m);
       compute_loss(space, *train_, loss, train.is_regression(), m, 1.0f / static_cast<float>(B), true);
-      BufferRef<memory_space> row(grads_.data() + (u - mine_.begin) * n_params, n_params);
+      BufferRef<memory_space> row(grad_rows_.data() + (u - mine_.begin) * stride, n_params);
       // The step's first micro-batch at trace level tensor, and every micro-batch of a dumped
       // step: backward keeps every layer's input gradient (buffers swapped in for those
       // micro-batches only, so the others copy nothing).
@@ -179,14 +186,14 @@ class StepPipeline {
   /// every grid (docs/reproducibility.md, "Every reduction over the canonical layout"). @collective
   ReductionResult reduce(Par& par, long M) {
     if constexpr (ShardedParallelism<Par> && requires {
-                    reduction_.reduce(par, grads_, M, grad_sum_, grad_blocks_, par.model_group().parallelism());
+                    reduction_.reduce(par, grad_rows_, M, grad_sum_, grad_blocks_, par.model_group().parallelism());
                   }) {
-      return reduction_.reduce(par, grads_, M, grad_sum_, grad_blocks_, par.model_group().parallelism());
+      return reduction_.reduce(par, grad_rows_, M, grad_sum_, grad_blocks_, par.model_group().parallelism());
     } else {
       static_assert(!ShardedParallelism<Par> || !reduction_type::rank_independent,
                     "reprosgd::Trainer: a rank-independent reduction under model parallelism must reduce a shard "
                     "over the whole model's blocks (reduce(par, rows, M, sum, CanonicalBlocks, group), as Exact does)");
-      return reduction_.reduce(par, grads_, M, grad_sum_);
+      return reduction_.reduce(par, grad_rows_, M, grad_sum_);
     }
   }
 
@@ -370,7 +377,8 @@ class StepPipeline {
   reduction_type reduction_{};
   MicroBatchRange mine_{};
   std::unique_ptr<WorkspaceBase> train_, eval_;
-  Matrix<memory_space> grads_;      // one row per micro-batch this rank owns
+  static constexpr long grad_row_align = 16;  // floats: 64 bytes
+  Matrix<memory_space> grad_rows_;  // one row per micro-batch this rank owns; rows grad_row_align-padded
   Buffer<memory_space> grad_sum_;   // the reduced gradient
   CanonicalBlocks<memory_space> grad_blocks_;  // sharded models: the reduction's blocks over this shard
   Kokkos::View<double*, Kokkos::HostSpace> mb_loss_, mb_correct_, all_loss_, all_correct_;

@@ -459,6 +459,53 @@ TEST_CASE("a narrow C is computed transposed, a wide one as it is, by every kern
 }
 #endif
 
+#if REPROSGD_IMPL_GEMM_HOST_KERNEL
+TEST_CASE("a large C finished in one K block is streamed past the caches, with the same bits, aligned or not") {
+  namespace gh = reprosgd::detail::gemm_host;
+  for (const gh::Isa isa : gh::isas_here()) {
+    const std::string kernel = gh::kernel_name(isa);
+    CAPTURE(kernel);
+    // The weight gradients of a micro-batch (K = 32) and of a batch (K = 128): non-temporal stores in
+    // the AVX kernels (16 or 32 columns per micro-tile), ordinary ones in the SSE2 kernel (8).
+    const gh::Plan wide = gh::make_plan(isa, 784, 512, 32, 1);
+    CHECK(wide.stream_c == (wide.nr >= 16));
+    CHECK(gh::make_plan(isa, 512, 512, 128, 2).stream_c == (wide.nr >= 16));
+    CHECK_FALSE(gh::make_plan(isa, 128, 512, 784, 1).stream_c);  // several K blocks: C is read back
+    CHECK_FALSE(gh::make_plan(isa, 32, 512, 512, 1).stream_c);   // 64 KiB: its reader finds it in cache
+    CHECK_FALSE(gh::make_plan(isa, 512, 10, 128, 1).stream_c);   // transposed: C^T goes to the scratch
+  }
+  // Bits: C aligned (a Kokkos allocation: every micro-tile streamed), C whose rows are aligned but
+  // which starts one row down (streamed), and C one column in with an odd stride (every store an
+  // ordinary one); each against the scalar loop, through the entry point and every kernel here.
+  const int m = 784, n = 512, k = 32;
+  host_matrix a("a", k, m), b("b", k, n);  // tn: A stored K x M
+  fill(a, 71);
+  fill(b, 72);
+  const host_matrix expected = reference<gemm_op::tn>(a, b, m, n, k);
+  host_matrix aligned("aligned", m, n), rows_down("rows_down", m + 1, n), odd("odd", m, n + 3);
+  const auto down = Kokkos::subview(rows_down, std::make_pair(1, 1 + m), Kokkos::ALL());
+  const auto shifted = Kokkos::subview(odd, Kokkos::ALL(), std::make_pair(1, 1 + n));
+  Kokkos::deep_copy(rows_down, std::nanf(""));
+  Kokkos::deep_copy(odd, std::nanf(""));
+  const Kokkos::DefaultHostExecutionSpace space;
+  host_matrix got("got", m, n);
+  const auto check = [&](const auto& c) {
+    Kokkos::deep_copy(c, std::nanf(""));
+    reprosgd::gemm_tn(space, a, b, c);
+    space.fence();
+    Kokkos::deep_copy(got, c);
+    CHECK(bit_differences(got, expected) == 0);
+    check_every_host_kernel<gemm_op::tn>(space, a, b, c, Shape{m, n, k}, nullptr, expected);
+  };
+  check(aligned);
+  check(down);
+  check(shifted);
+  CHECK(std::isnan(odd(0, 0)));  // the columns beside the subview are untouched
+  CHECK(std::isnan(odd(m - 1, n + 1)));
+  CHECK(std::isnan(rows_down(0, 0)));
+}
+#endif
+
 TEST_CASE("shape errors name the operation and both shapes") {
   host_matrix a("a", 128, 784), b("b", 512, 512), c("c", 128, 512), c2("c2", 128, 10);
   CHECK_THROWS_WITH_AS(reprosgd::gemm_nn(a, b, c),

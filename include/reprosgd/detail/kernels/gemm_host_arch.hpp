@@ -113,6 +113,15 @@ inline Isa best_isa() {
 #ifndef REPROSGD_IMPL_GEMM_DIRECT_B_MAX_STRIPS
 #define REPROSGD_IMPL_GEMM_DIRECT_B_MAX_STRIPS 3
 #endif
+/// A C of at least this many bytes computed in one K block (every element finished by one
+/// micro-kernel call) is written with non-temporal stores where the kernel has them (AVX, AVX-512):
+/// C is then too large to be read back from L2 (a weight gradient, 784x512 or 512x512 floats), and
+/// an ordinary store first reads each line it writes. In training the rows of the micro-batch
+/// gradients are cold when the next step writes them: tn 784x512x32 ran at 65% of its speed on a
+/// C in cache, and at 98% with these stores (gemm_bench with 16 C buffers in turn, Zen 4).
+#ifndef REPROSGD_IMPL_GEMM_STREAM_C_MIN_BYTES
+#define REPROSGD_IMPL_GEMM_STREAM_C_MIN_BYTES (512 * 1024)
+#endif
 #ifndef REPROSGD_IMPL_GEMM_A_BLOCK_BYTES
 #define REPROSGD_IMPL_GEMM_A_BLOCK_BYTES (384 * 1024)
 #endif
@@ -121,6 +130,7 @@ inline constexpr int direct_b_max_strips = REPROSGD_IMPL_GEMM_DIRECT_B_MAX_STRIP
 inline constexpr int nc_max = REPROSGD_IMPL_GEMM_NC;
 inline constexpr int pack_a_min_strips = REPROSGD_IMPL_GEMM_PACK_A_MIN_STRIPS;
 inline constexpr int a_block_bytes = REPROSGD_IMPL_GEMM_A_BLOCK_BYTES;
+inline constexpr long stream_c_min_bytes = REPROSGD_IMPL_GEMM_STREAM_C_MIN_BYTES;
 inline constexpr std::size_t alignment = 64;
 
 /// A read-only matrix operand in logical (row, column) coordinates: element (r, c) is
@@ -143,6 +153,7 @@ struct Plan {
   int tiles_m, tiles_n;    ///< tiles along M and N; tile t is (t / tiles_n, t % tiles_n)
   int kc;                  ///< K block depth
   int max_strips_m, max_strips_n;
+  bool stream_c;           ///< whole micro-tiles of C are written with non-temporal stores (see stream_c_min_bytes)
 
   [[nodiscard]] int tiles() const { return tiles_m * tiles_n; }
   /// Floats of packing buffer one tile needs (plus alignment slack).

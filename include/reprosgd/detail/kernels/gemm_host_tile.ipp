@@ -134,6 +134,26 @@ REPROSGD_IMPL_GEMM_TARGET inline void micro_tile(int rows, int cols, int kc, con
     micro_kernel_edge<Packed>(kc, ap, ars, acs, bp, c, ldc, first, rows, cols, bias);
 }
 
+#if REPROSGD_IMPL_GEMM_AVX
+inline constexpr bool can_stream = true;
+/// Copies a finished mr x nr micro-tile (row stride nr) to C with non-temporal stores: C's rows
+/// and ldc are aligned to the vector (compute_block checks). Pure data movement.
+REPROSGD_IMPL_GEMM_TARGET inline void stream_tile(const float* tile, float* c, std::ptrdiff_t ldc) {
+#pragma GCC unroll 32
+  for (int r = 0; r < mr; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; ++v) {
+#if REPROSGD_IMPL_GEMM_LANES == 16
+      _mm512_stream_ps(c + r * ldc + v * lanes, load(tile + r * nr + v * lanes));
+#else
+      _mm256_stream_ps(c + r * ldc + v * lanes, load(tile + r * nr + v * lanes));
+#endif
+    }
+}
+#else
+inline constexpr bool can_stream = false;
+#endif
+
 /// The share of the micro-tiles' lanes an R x C product fills: R x C outputs over the mr x nr blocks
 /// that cover it.
 inline double lane_fill(int rows, int cols) {
@@ -190,6 +210,9 @@ REPROSGD_IMPL_GEMM_TARGET inline Plan make_plan(int m, int n, int k, int threads
   }
   pl.max_strips_m = ceil_div(pl.strips_m, pl.tiles_m);
   pl.max_strips_n = ceil_div(pl.strips_n, pl.tiles_n);
+  // A transposed plan writes C^T into the tile's scratch, which it reads back at once.
+  pl.stream_c = can_stream && !pl.transposed && kblocks == 1 &&
+                static_cast<long>(m) * n * static_cast<long>(sizeof(float)) >= stream_c_min_bytes;
   return pl;
 }
 
@@ -218,6 +241,12 @@ REPROSGD_IMPL_GEMM_TARGET inline void compute_block(const Plan& pl, int sm0, int
   // laid out as a packed strip, contiguous; copying it was 5% of nn 128x10x512.
   const bool a_is_a_strip = a.rs == 1 && a.cs <= mr && sm1 - sm0 == 1;
   const bool direct_a = ((a.cs == 1 || a.rs == 1) && sn1 - sn0 < pack_a_min_strips) || a_is_a_strip;
+  // Whole micro-tiles go to C through non-temporal stores (Plan::stream_c) where C's rows are
+  // aligned to the vector: the micro-kernel writes an L1 tile, stream_tile copies it out.
+  constexpr std::uintptr_t vector_bytes = lanes * sizeof(float);
+  const bool stream = pl.stream_c && reinterpret_cast<std::uintptr_t>(c) % vector_bytes == 0 &&
+                      (static_cast<std::uintptr_t>(ldc) * sizeof(float)) % vector_bytes == 0;
+  alignas(alignment) float stream_buffer[mr * nr];
   float* abuf = align_up(buffer);
   float* bbuf = align_up(abuf + static_cast<std::ptrdiff_t>(direct_a ? 0 : pl.max_strips_m) * mr * pl.kc);
   for (int p0 = 0; p0 < pl.k; p0 += pl.kc) {
@@ -262,16 +291,27 @@ REPROSGD_IMPL_GEMM_TARGET inline void compute_block(const Plan& pl, int sm0, int
             __builtin_prefetch(next_b + static_cast<std::ptrdiff_t>(q) * b.rs + nr - 1, 0, 3);
           }
         }
+        const bool stream_this = stream && rows == mr && cols == nr;
+        float* const out = stream_this ? stream_buffer : cp;
+        const std::ptrdiff_t ldo = stream_this ? nr : ldc;
         if (direct_a)
           micro_tile<false>(rows, cols, kc,
                             a.data + static_cast<std::ptrdiff_t>(i) * a.rs + static_cast<std::ptrdiff_t>(p0) * a.cs,
-                            a.rs, a.cs, bp, brs, cp, ldc, first, bias_j);
+                            a.rs, a.cs, bp, brs, out, ldo, first, bias_j);
         else
-          micro_tile<true>(rows, cols, kc, abuf + static_cast<std::ptrdiff_t>(sm - sm0) * mr * kc, 1, mr, bp, brs, cp,
-                           ldc, first, bias_j);
+          micro_tile<true>(rows, cols, kc, abuf + static_cast<std::ptrdiff_t>(sm - sm0) * mr * kc, 1, mr, bp, brs, out,
+                           ldo, first, bias_j);
+#if REPROSGD_IMPL_GEMM_AVX
+        if (stream_this) stream_tile(stream_buffer, cp, ldc);
+#endif
       }
     }
   }
+#if REPROSGD_IMPL_GEMM_AVX
+  // Non-temporal stores are weakly ordered: make them visible before the kernel's end (the team's
+  // barrier) lets another thread, or the next kernel, read C.
+  if (stream) _mm_sfence();
+#endif
 }
 
 /// Computes tile `t` of C = A * B (logical shapes M x K and K x N) completely; with `bias` (N floats)
