@@ -38,9 +38,9 @@ out=$("$exe" "${base[@]}" --epochs 6 --threads 1 --metrics "$tmp/m.jsonl" --save
 echo "$out"
 fp1=$(printf '%s\n' "$out" | tail -n 1 | sed -n 's/^fingerprint //p')
 [ -n "$fp1" ] || fail "no fingerprint"
-printf '%s\n' "$out" | grep -q '^epoch 6  step 96  train_loss [0-9.]*  test_loss [0-9.]*  test_rmse [0-9.]*  test_r2 [0-9.-]*  (' ||
+grep -q '^epoch 6  step 96  train_loss [0-9.]*  test_loss [0-9.]*  test_rmse [0-9.]*  test_r2 [0-9.-]*  (' <<<"$out" ||
   fail "no epoch line with test_rmse and test_r2 (and no train_acc)"
-printf '%s\n' "$out" | grep -q "^initial model saved to $tmp/init6.rsgdm$" || fail "no 'initial model saved' line"
+grep -q "^initial model saved to $tmp/init6.rsgdm$" <<<"$out" || fail "no 'initial model saved' line"
 r2_first=$(grep '"event":"epoch"' "$tmp/m.jsonl" | head -n 1 | sed -n 's/.*"test_r2":\([-0-9.e+]*\).*/\1/p')
 r2_last=$(grep '"event":"epoch"' "$tmp/m.jsonl" | tail -n 1 | sed -n 's/.*"test_r2":\([-0-9.e+]*\).*/\1/p')
 rmse_last=$(grep '"event":"epoch"' "$tmp/m.jsonl" | tail -n 1 | sed -n 's/.*"test_rmse":\([-0-9.e+]*\).*/\1/p')
@@ -117,7 +117,7 @@ if [ -n "$predict" ]; then
     fail "--standardize all training exited $?"
   outk=$("$exe" --data "$tmp/train_k.csv" --test-data "$tmp/test_k.csv" "${std[@]}" --save-model "$tmp/stdk.rsgdm") ||
     fail "--standardize all training (targets x 1000 + 7) exited $?"
-  printf '%s\n' "$out1" | grep -q "^standardized 4 input features and 2 targets with the training set's mean and standard deviation" ||
+  grep -q "^standardized 4 input features and 2 targets with the training set's mean and standard deviation" <<<"$out1" ||
     fail "no 'standardized 4 input features and 2 targets' line"
   r2_1=$(printf '%s\n' "$out1" | grep '^epoch 4 ' | sed -n 's/.*test_r2 \([-0-9.]*\).*/\1/p')
   r2_k=$(printf '%s\n' "$outk" | grep '^epoch 4 ' | sed -n 's/.*test_r2 \([-0-9.]*\).*/\1/p')
@@ -133,9 +133,9 @@ if [ -n "$predict" ]; then
   # from --standardize none's and are the same on 2 threads.
   inp=(--data "$tmp/train.csv" --test-data "$tmp/test.csv" "${std[@]/all/inputs}")
   outi=$("$exe" "${inp[@]}" --threads 1 --save-model "$tmp/stdi.rsgdm") || fail "--standardize inputs training exited $?"
-  printf '%s\n' "$outi" | grep -q "^standardized 4 input features with the training set's mean and standard deviation" ||
+  grep -q "^standardized 4 input features with the training set's mean and standard deviation" <<<"$outi" ||
     fail "no 'standardized 4 input features with' line"
-  printf '%s\n' "$outi" | grep -q "standardized units" && fail "--standardize inputs says the loss is in standardized units"
+  grep -q "standardized units" <<<"$outi" && fail "--standardize inputs says the loss is in standardized units"
   rmse_i=$(printf '%s\n' "$outi" | grep '^epoch 4 ' | sed -n 's/.*test_rmse \([0-9.]*\).*/\1/p')
   fpi=$(printf '%s\n' "$outi" | tail -n 1 | sed -n 's/^fingerprint //p')
   pi=$("$predict" --model "$tmp/stdi.rsgdm" --data "$tmp/test.csv" --output "$tmp/si.csv" --quiet | sed -n 's/^rmse //p')

@@ -24,7 +24,7 @@ one_fingerprint() {  # name, then the command
 one_fingerprint "2 ranks" "${launch[@]}" -n 2 "$exe"
 one_fingerprint "3 ranks" "${launch[@]}" -n 3 "$exe"
 out=$("${launch[@]}" -n 2 "$exe" --checkpoint "$dir/run.ckpt" --stop-after 13 2>&1); rc=$?
-if [ $rc -ne 0 ] || [ ! -s "$dir/run.ckpt" ] || printf '%s\n' "$out" | grep -q '^fingerprint '; then
+if [ $rc -ne 0 ] || [ ! -s "$dir/run.ckpt" ] || grep -q '^fingerprint ' <<<"$out"; then
   echo "FAIL 2 ranks stopped after time step 13: exit $rc, want a checkpoint and no fingerprint; output:"
   printf '%s\n' "$out" | tail -n 8; exit 1
 fi

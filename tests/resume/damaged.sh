@@ -11,8 +11,8 @@ newest="$tmp/d/ckpt-000000000030.rsgd"
 printf '\xff' | dd of="$newest" bs=1 seek=200 conv=notrunc status=none  # one flipped byte
 out=$("$exe" "${loud[@]}" "${opt[@]}" --checkpoint-dir "$tmp/d" --resume auto 2>&1)
 same "resumed past a damaged newest checkpoint" "$ref" "$(printf '%s\n' "$out" | tail -n 1)"
-if printf '%s\n' "$out" | grep -q "skipped checkpoint .*ckpt-000000000030.rsgd: .*checksum" &&
-   printf '%s\n' "$out" | grep -q "resumed from .*ckpt-000000000020.rsgd at step 20"; then
+if grep -q "skipped checkpoint .*ckpt-000000000030.rsgd: .*checksum" <<<"$out" &&
+   grep -q "resumed from .*ckpt-000000000020.rsgd at step 20" <<<"$out"; then
   passes=$((passes + 1)); echo "ok   the skipped file and the reason are reported"
 else fails=$((fails + 1)); echo "FAIL: no report of the skipped checkpoint:"; printf '%s\n' "$out" | head -n 5; fi
 # Another learning rate: refused with the differing field, exit 6, nothing printed on stdout.

@@ -214,7 +214,7 @@ case $kind in
         fail "no line says that spare ranks joined"
       last=$(grep '"event":"failure"' "$metrics" | tail -n 1)
       [[ $last == *"\"new_size\":${FT_REGROW_SIZE:-4},"* ]] || fail "the last failure did not leave ${FT_REGROW_SIZE:-4} ranks: $last"
-      grep '"event":"failure"' "$metrics" | grep -q '"joined_ranks":\[[0-9]' || fail "no failure event names a joined rank"
+      grep -q '"event":"failure".*"joined_ranks":\[[0-9]' "$metrics" || fail "no failure event names a joined rank"
       grep '"event":"failure"' "$metrics" | sed 's/^/metrics: /'
     fi
     if [[ -n ${FT_EXPECT:-} ]]; then
@@ -267,7 +267,7 @@ case $kind in
     fi
     if [[ $kind == checkpoint ]]; then
       ls -A "$work/ckpt"
-      if ls -A "$work/ckpt" | grep -q '\.tmp\.'; then fail "a temporary checkpoint file was left behind"; fi
+      if [[ -n $(find "$work/ckpt" -maxdepth 1 -name '*.tmp.*') ]]; then fail "a temporary checkpoint file was left behind"; fi
       found=0
       for f in "$work"/ckpt/*; do
         found=1
