@@ -372,7 +372,7 @@ using namespace train_mlp;
 
 // How long a rank that ended with an error waits in MPI_Finalize for the others (main()): an
 // orderly finalize takes well under a second.
-constexpr int finalize_seconds = 5;
+constexpr double finalize_seconds = 5.0;
 
 int main(int argc, char** argv) {
   Config c;
@@ -533,9 +533,8 @@ int main(int argc, char** argv) {
   }
   int rc = 1;
 #if REPROSGD_HAS_MPI
-  // Declared before mpi, so that it still runs while mpi's destructor calls MPI_Finalize (below).
-  std::optional<reprosgd::detail::Watchdog> finalize_deadline;
-  reprosgd::MpiEnvironment mpi(argc, argv, reprosgd::MpiStartOptions{.init_timeout = c.startup_timeout});
+  reprosgd::MpiEnvironment mpi(
+      argc, argv, reprosgd::MpiStartOptions{.init_timeout = c.startup_timeout, .finalize_timeout = finalize_seconds});
 #endif
   reprosgd::detail::initialize(c.threads, world_rank() != 0);
   try {
@@ -568,16 +567,12 @@ int main(int argc, char** argv) {
 #endif
 #if REPROSGD_HAS_MPI
   // An error on this rank alone, before any agreement (an allocation that failed here only) leaves
-  // the other ranks waiting for this one in a collective, and MPI_Finalize waits for them: the
-  // job hung until an outside timeout. After an agreed error every rank reaches MPI_Finalize at
-  // once; otherwise this rank ends without it after a few seconds, and the launcher then ends
-  // the job (a rank's non-zero exit).
-  if (rc != 0 && !peer_died && mpi.owner())
-    finalize_deadline.emplace(finalize_seconds,
-                              "train_mlp: the other ranks did not end within " + std::to_string(finalize_seconds) +
-                                  " s of this rank's error (they may be waiting for this rank); exiting without "
-                                  "MPI_Finalize",
-                              rc);
+  // the other ranks waiting for this one in a collective, and MPI_Finalize waits for them: the job
+  // hung until an outside timeout. After an agreed error every rank reaches MPI_Finalize at once;
+  // otherwise mpi's destructor ends this rank without it after a few seconds: under ULFM by
+  // SIGKILL, a death the others survive (shrink) or report (abort), elsewhere with rc, and the
+  // launcher then ends the job (MpiEnvironment::ending_with_error).
+  if (rc != 0 && !peer_died) mpi.ending_with_error(rc);
 #endif
   Kokkos::finalize();
   if (peer_died) {

@@ -11,7 +11,9 @@
 
 #include "world.hpp"
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -115,6 +117,30 @@ TEST_SUITE("parallel/data_parallel") {
     reprosgd::MpiEnvironment env;
     CHECK_FALSE(env.owner());
     CHECK(env.thread_level() >= MPI_THREAD_FUNNELED);
+  }
+
+  TEST_CASE("MpiEnvironment refuses a finalize_timeout that is negative, NaN or infinite, before it touches MPI") {
+    int argc = 0;
+    char** argv = nullptr;
+    CHECK_THROWS_WITH_AS(reprosgd::MpiEnvironment(argc, argv, reprosgd::MpiStartOptions{.finalize_timeout = -2.5}),
+                         "reprosgd::MpiEnvironment: finalize_timeout must be a finite number of seconds >= 0 (0: none), got -2.5",
+                         reprosgd::config_error);
+    CHECK_THROWS_AS(reprosgd::MpiEnvironment(argc, argv, reprosgd::MpiStartOptions{.finalize_timeout = std::nan("")}),
+                    reprosgd::config_error);
+    CHECK_THROWS_AS(
+        reprosgd::MpiEnvironment(argc, argv, reprosgd::MpiStartOptions{.finalize_timeout = std::numeric_limits<double>::infinity()}),
+        reprosgd::config_error);
+    // Inside an initialised program a valid one changes nothing: this object will not finalise.
+    reprosgd::MpiEnvironment env(argc, argv, reprosgd::MpiStartOptions{.finalize_timeout = 5.0});
+    env.ending_with_error(3);
+    CHECK_FALSE(env.owner());
+  }
+
+  TEST_CASE("mpi_fault_tolerance_enabled is false under a launcher started without --with-ft ulfm") {
+    // CTest starts these processes with plain mpiexec; the ULFM tests check the other answer
+    // (tests/ulfm/ulfm_shrink_test.cpp).
+    CHECK_FALSE(reprosgd::mpi_fault_tolerance_enabled());
+    CHECK_FALSE(reprosgd::mpi_fault_tolerance_enabled());  // the tool interface starts and ends each time
   }
 
   TEST_CASE("micro_batch_range tiles [0, M) in rank order, contiguously, for every M") {

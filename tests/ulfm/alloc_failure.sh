@@ -3,17 +3,13 @@
 # alloc_failure.sh TRAIN_MLP MPIEXEC [mpiexec flags...] — an error one rank meets alone, before any
 # agreement, under --with-ft ulfm --fault-tolerance shrink: the allocation of the model fails on
 # MPI_COMM_WORLD rank 3 only (its address space limited to 500 MB, each of the model's arrays is
-# 155 MB). That rank prints the failure and leaves (train_mlp cuts its MPI_Finalize at 5 s,
-# docs/distributed.md "Errors"); the other three see it as a rank lost while they set up their
-# communicators, shrink, train on 3 ranks and print the failure-free fingerprint in the same
-# launch. The job must not hang, and no process of it may be left.
-#
-# NOT REGISTERED IN CTEST: it fails today (2026-12-07), a reproducer of an open hole (issue 20,
-# docs/fault_tolerance.md "What is missing"). Rank 3 prints its error and, after its 5 s
-# MPI_Finalize deadline, exits 1 without MPI_Finalize; the three others stay inside MPIX_Comm_agree
-# (fit()'s first agreement, UlfmDataParallel::checked_agree) until the outer timeout: Open MPI does
-# not report a process that exits on its own, as it does one that is killed. Register it (label
-# ulfm) once that rank's exit is one ULFM detects.
+# 155 MB). That rank prints the failure and, once the 5 s finalize deadline of its MpiEnvironment
+# has passed (the others are waiting for it in fit()'s first agreement), ends itself with SIGKILL:
+# Open MPI 5 does not report a process that exits without MPI_Finalize, as it does one that is
+# killed, and with an exit instead the three others waited inside MPIX_Comm_agree until the outer
+# timeout (found 2026-12-07). The other three see a rank lost while they set up, shrink, train on
+# 3 ranks and print the failure-free fingerprint in the same launch. The job must not hang, and no
+# process of it may be left.
 set -uo pipefail
 exe=$1
 shift
@@ -23,7 +19,7 @@ trap 'rm -rf "$work"' EXIT
 token="reprosgd-alloc-$$-$RANDOM"
 fail() { echo "FAIL: $*"; exit 1; }
 
-args=(--data synthetic --synthetic-train 256 --synthetic-test 64 --steps 2 --quiet --threads 1 --optimizer sgd
+args=(--data synthetic --synthetic-train 256 --synthetic-test 64 --steps 2 --threads 1 --optimizer sgd
       --layers 784,6000,6000,10 --batch 16 --micro-batch 4 --seed 3)
 ref=$("$exe" "${args[@]}" | tail -n 1)
 [[ $ref == fingerprint\ * ]] || fail "the reference run printed '$ref'"
@@ -47,8 +43,10 @@ if [[ -n $left ]]; then
 fi
 n=$(grep -c "^train_mlp: error: Kokkos failed to allocate memory" "$work/out")
 ((n == 1)) || fail "$n ranks said that an allocation failed (want 1, rank 3)"
-grep -q "^failure: lost rank 3 while the ranks set up their communicators; 4 -> 3 ranks before training$" "$work/out" ||
-  fail "no line says that rank 3 was lost in the set-up"
+grep -q "^reprosgd::MpiEnvironment: the other processes did not finalise MPI within 5 s of this process's error (they may be waiting for it); ending without MPI_Finalize, by SIGKILL, so that MPI reports this process as failed$" "$work/out" ||
+  fail "rank 3 did not say that it ends by SIGKILL"
+grep -q '^failure: lost rank 3 at step 0; 4 -> 3 ranks;' "$work/out" || fail "no line says that rank 3 was lost at step 0"
+grep -q '"event":"failure".*"lost_ranks":\[3\]' "$work/metrics-$token.jsonl" || fail "no failure event names rank 3"
 n=$(grep -c "^$ref\$" "$work/out")
 ((n >= 1)) || fail "the survivors did not print the failure-free fingerprint"
 n=$(grep "^fingerprint " "$work/out" | grep -cv "^$ref\$")

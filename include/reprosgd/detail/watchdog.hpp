@@ -10,6 +10,7 @@
 #include <reprosgd/config.hpp>
 #include <reprosgd/error.hpp>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -43,11 +44,16 @@ inline bool started_by_a_launcher() {
          std::getenv("PMI_RANK") != nullptr;
 }
 
+/// The exit code that makes an expired Watchdog end its process with SIGKILL instead of an exit:
+/// the one way to end that MPI's fault tolerance reports to the other processes as a failure (Open
+/// MPI 5 under `--with-ft ulfm` does not report a process that exits without MPI_Finalize).
+inline constexpr int end_by_sigkill = -SIGKILL;
+
 /**
  * A thread that waits `seconds`; unless disarm() (or the destructor) comes first, it writes
  * `message` and a newline to standard error with one write(2) and ends the process with
- * std::_Exit(exit_code): no destructors, no atexit handlers, no MPI call (MPI may be the thing that
- * hangs). `seconds` = 0 arms nothing.
+ * std::_Exit(exit_code), or with SIGKILL when exit_code is end_by_sigkill: no destructors, no
+ * atexit handlers, no MPI call (MPI may be the thing that hangs). `seconds` = 0 arms nothing.
  *
  * With a `parent_gone` message, it also ends the process that way, with that line, as soon as the
  * process's parent ends (it is re-parented; checked every 50 ms): under an MPI launcher the parent
@@ -87,6 +93,7 @@ class Watchdog {
         if (std::chrono::steady_clock::now() >= deadline) break;
       }
       [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, why->data(), why->size());
+      if (code_ == end_by_sigkill) ::kill(::getpid(), SIGKILL);
       std::_Exit(code_);
     });
   }

@@ -15,8 +15,14 @@
 
 #include <mpi.h>
 
+#if REPROSGD_HAS_ULFM
+#include <mpi-ext.h>
+#endif
+
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 REPROSGD_BEGIN_NAMESPACE
@@ -41,7 +47,52 @@ struct MpiStartOptions {
   /// crash inside it (detail::SignalExit), and, in a process an MPI launcher started, the end of
   /// the launcher (the process is re-parented; detail::Watchdog's parent check, every 50 ms).
   double init_timeout = 0.0;
+  /// Seconds MPI_Finalize may take, in the destructor, once ending_with_error() has said that this
+  /// process ends with an error; 0: no limit. Past it the process ends without MPI_Finalize (see
+  /// ending_with_error()). An orderly MPI_Finalize takes well under a second.
+  double finalize_timeout = 0.0;
 };
+
+/**
+ * Whether MPI runs with its tolerance of process failures switched on, so that a process's death
+ * is reported to the others as an error instead of ending the job: Open MPI 5 started by
+ * `mpiexec --with-ft ulfm` (its control variable `mpi_ft_enable`, read through the MPI tool
+ * interface). False for an MPI without ULFM, and where the variable cannot be read.
+ * Callable before MPI_Init and after MPI_Finalize (the tool interface has its own initialisation).
+ */
+inline bool mpi_fault_tolerance_enabled() noexcept {
+#if REPROSGD_HAS_ULFM
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return false;
+  bool enabled = false;
+  int index = 0;
+  int count = 0;
+  char name[64];
+  int name_length = sizeof name;
+  int verbosity = 0, binding = 0, scope = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_T_enum enumtype = MPI_T_ENUM_NULL;
+  MPI_T_cvar_handle handle = MPI_T_CVAR_HANDLE_NULL;
+  if (MPI_T_cvar_get_index("mpi_ft_enable", &index) == MPI_SUCCESS &&
+      MPI_T_cvar_get_info(index, name, &name_length, &verbosity, &type, &enumtype, nullptr, nullptr, &binding, &scope) ==
+          MPI_SUCCESS &&
+      MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+    // Open MPI 5 stores it as MPI_C_BOOL; an int is read as an int, any other type as "off".
+    if (count == 1 && type == MPI_C_BOOL) {
+      bool value = false;
+      if (MPI_T_cvar_read(handle, &value) == MPI_SUCCESS) enabled = value;
+    } else if (count == 1 && type == MPI_INT) {
+      int value = 0;
+      if (MPI_T_cvar_read(handle, &value) == MPI_SUCCESS) enabled = value != 0;
+    }
+    MPI_T_cvar_handle_free(&handle);
+  }
+  MPI_T_finalize();
+  return enabled;
+#else
+  return false;
+#endif
+}
 
 /**
  * Initialises MPI (MPI_Init_thread) when constructed unless it already is, and finalises it when
@@ -72,8 +123,13 @@ class MpiEnvironment {
   /// Initialise MPI without arguments.
   explicit MpiEnvironment(int required = MPI_THREAD_FUNNELED) { init(nullptr, nullptr, required); }
   /// Initialise MPI with the program's arguments, a thread level and a start-up deadline.
-  /// @throws config_error for an init_timeout that is negative, NaN or infinite (before MPI starts).
+  /// @throws config_error for an init_timeout or finalize_timeout that is negative, NaN or infinite
+  ///         (before MPI starts).
   MpiEnvironment(int& argc, char**& argv, const MpiStartOptions& options) {
+    if (!std::isfinite(options.finalize_timeout) || options.finalize_timeout < 0.0)
+      throw config_error("reprosgd::MpiEnvironment: finalize_timeout must be a finite number of seconds >= 0 (0: none), got " +
+                         detail::seconds_text(options.finalize_timeout));
+    finalize_timeout_ = options.finalize_timeout;
     init(&argc, &argv, options.required, options.init_timeout);
   }
   MpiEnvironment(const MpiEnvironment&) = delete;
@@ -82,11 +138,39 @@ class MpiEnvironment {
   MpiEnvironment& operator=(MpiEnvironment&&) = delete;
 
   /// Finalises MPI if this object initialised it and nobody finalised it since. Never throws.
+  /// After ending_with_error(), MPI_Finalize is bounded by the finalize_timeout.
   ~MpiEnvironment() {
     if (!owner_ || detail::mpi_finalized()) return;
+    std::optional<detail::Watchdog> deadline;
+    if (error_exit_code_ != 0 && finalize_timeout_ > 0.0) {
+      const bool fault_tolerant = mpi_fault_tolerance_enabled();
+      try {
+        deadline.emplace(finalize_timeout_,
+                         "reprosgd::MpiEnvironment: the other processes did not finalise MPI within " +
+                             detail::seconds_text(finalize_timeout_) +
+                             " s of this process's error (they may be waiting for it); ending without MPI_Finalize" +
+                             (fault_tolerant ? ", by SIGKILL, so that MPI reports this process as failed" : ""),
+                         fault_tolerant ? detail::end_by_sigkill : error_exit_code_);
+      } catch (...) {  // no thread or no memory left: finalise without the bound rather than throw
+      }
+      std::fflush(nullptr);  // what this process printed must not be lost if the deadline ends it
+    }
     const int rc = MPI_Finalize();
     if (rc != MPI_SUCCESS) std::fprintf(stderr, "reprosgd::MpiEnvironment: MPI_Finalize failed (error code %d)\n", rc);
   }
+
+  /**
+   * Says that this process ends with an error (its exit code, not 0) that the other processes may
+   * not share: one it met alone, before any agreement (an allocation that failed here only). They
+   * may then be waiting for it in a collective while its MPI_Finalize waits for them, a hang until
+   * an outside timeout. With a finalize_timeout the destructor bounds MPI_Finalize by it, and past
+   * it ends the process without MPI_Finalize: where mpi_fault_tolerance_enabled(), with SIGKILL,
+   * a death the others are told of and recover from like any other (ShrinkAndContinue goes on
+   * without this process); otherwise with `exit_code`, and the launcher ends the job. After an
+   * error that every process shares, they all reach MPI_Finalize and it ends in time.
+   * A code of 0 clears the mark. Does nothing more without a finalize_timeout.
+   */
+  void ending_with_error(int exit_code) noexcept { error_exit_code_ = exit_code; }
 
   /// Whether this object called MPI_Init_thread (and so will call MPI_Finalize).
   [[nodiscard]] bool owner() const noexcept { return owner_; }
@@ -158,6 +242,8 @@ class MpiEnvironment {
 
   bool owner_ = false;
   int provided_ = MPI_THREAD_SINGLE;
+  double finalize_timeout_ = 0.0;
+  int error_exit_code_ = 0;  // ending_with_error()'s; 0: none
 };
 
 REPROSGD_END_NAMESPACE

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 #include <support/child_process.hpp>
 
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,6 +33,18 @@ TEST_SUITE("fault/watchdog") {
     CHECK(r.exit_code == 76);
     CHECK(r.err == "the call did not finish within 0.2 s\n");
     CHECK(r.seconds < 20.0);  // ended by the watchdog, not by the 30 s sleep
+  }
+
+  TEST_CASE("with end_by_sigkill an expired deadline ends the process with SIGKILL after its line") {
+    // The one ending that MPI's fault tolerance reports to the other processes as a failure.
+    const ChildEnd r = in_child([] {
+      reprosgd::detail::Watchdog w(0.2, "killed after 0.2 s", reprosgd::detail::end_by_sigkill);
+      std::this_thread::sleep_for(std::chrono::seconds(30));
+    });
+    CHECK(r.signal == SIGKILL);
+    CHECK(r.exit_code == -1);
+    CHECK(r.err == "killed after 0.2 s\n");
+    CHECK(r.seconds < 20.0);
   }
 
   TEST_CASE("disarmed in time, or by its destructor: the process goes on and writes nothing") {
