@@ -16,6 +16,7 @@
 #include <reprosgd/concepts/rng_stream.hpp>
 #include <reprosgd/config.hpp>
 #include <reprosgd/data/keyed_permutation.hpp>
+#include <reprosgd/detail/vector_alignment.hpp>
 #include <reprosgd/kernels/loss.hpp>
 #include <reprosgd/kernels/views.hpp>
 #include <reprosgd/trainer/metrics.hpp>
@@ -377,7 +378,7 @@ class StepPipeline {
   reduction_type reduction_{};
   MicroBatchRange mine_{};
   std::unique_ptr<WorkspaceBase> train_, eval_;
-  static constexpr long grad_row_align = 16;  // floats: 64 bytes
+  static constexpr long grad_row_align = detail::vector_alignment / sizeof(float);  // floats
   Matrix<memory_space> grad_rows_;  // one row per micro-batch this rank owns; rows grad_row_align-padded
   Buffer<memory_space> grad_sum_;   // the reduced gradient
   CanonicalBlocks<memory_space> grad_blocks_;  // sharded models: the reduction's blocks over this shard

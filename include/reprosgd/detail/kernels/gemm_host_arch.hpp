@@ -24,6 +24,7 @@
 //   product is +0: starting from the first product instead would keep the -0).
 // - Padding rows/columns of the packed panels are zeros whose results are discarded.
 
+#include <reprosgd/detail/vector_alignment.hpp>
 #include <reprosgd/version.hpp>
 
 #include <cstddef>
@@ -131,7 +132,7 @@ inline constexpr int nc_max = REPROSGD_IMPL_GEMM_NC;
 inline constexpr int pack_a_min_strips = REPROSGD_IMPL_GEMM_PACK_A_MIN_STRIPS;
 inline constexpr int a_block_bytes = REPROSGD_IMPL_GEMM_A_BLOCK_BYTES;
 inline constexpr long stream_c_min_bytes = REPROSGD_IMPL_GEMM_STREAM_C_MIN_BYTES;
-inline constexpr std::size_t alignment = 64;
+inline constexpr std::size_t alignment = vector_alignment;
 
 /// A read-only matrix operand in logical (row, column) coordinates: element (r, c) is
 /// data[r * rs + c * cs]. Transposition is a swap of the two strides.

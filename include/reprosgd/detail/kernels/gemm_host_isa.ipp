@@ -99,6 +99,17 @@ REPROSGD_IMPL_GEMM_TARGET inline vfloat load(const float* p) {
   return v;
 }
 REPROSGD_IMPL_GEMM_TARGET inline void store(float* p, vfloat v) { std::memcpy(p, &v, sizeof(v)); }
+#if REPROSGD_IMPL_GEMM_AVX
+/// A non-temporal store of one vector to a vector-aligned p: written past the caches, without
+/// first reading the line.
+REPROSGD_IMPL_GEMM_TARGET inline void stream_store(float* p, vfloat v) {
+#if REPROSGD_IMPL_GEMM_LANES == 16
+  _mm512_stream_ps(p, v);
+#else
+  _mm256_stream_ps(p, v);
+#endif
+}
+#endif
 
 /// acc + b * a in every lane with one rounding (IEEE fusedMultiplyAdd): the FMA instruction where
 /// the kernel may use it, else fmaf per lane (glibc's fmaf is correctly rounded, using the CPU's

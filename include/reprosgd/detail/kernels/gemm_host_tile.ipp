@@ -142,13 +142,7 @@ REPROSGD_IMPL_GEMM_TARGET inline void stream_tile(const float* tile, float* c, s
 #pragma GCC unroll 32
   for (int r = 0; r < mr; ++r)
 #pragma GCC unroll 4
-    for (int v = 0; v < nv; ++v) {
-#if REPROSGD_IMPL_GEMM_LANES == 16
-      _mm512_stream_ps(c + r * ldc + v * lanes, load(tile + r * nr + v * lanes));
-#else
-      _mm256_stream_ps(c + r * ldc + v * lanes, load(tile + r * nr + v * lanes));
-#endif
-    }
+    for (int v = 0; v < nv; ++v) stream_store(c + r * ldc + v * lanes, load(tile + r * nr + v * lanes));
 }
 #else
 inline constexpr bool can_stream = false;
