@@ -300,6 +300,14 @@ int run(Config c) {  // a copy: standardize() adds the statistics it computed
                        " is not built into this train_mlp (REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY, a variant build for "
                        "the cross-build checks)");
 #endif
+#if REPROSGD_HAS_MPI
+  // Without it ShrinkAndContinue never runs: Open MPI ends the whole job when a rank dies. Said,
+  // not refused: a failure-free run is still correct, and bench/recovery_bench.sh measures it.
+  if (c.fault_tolerance == "shrink" && world_rank() == 0 && world_size() > 1 && !mpi_fault_tolerance_enabled())
+    std::fprintf(stderr,
+                 "train_mlp: warning: --fault-tolerance shrink without mpiexec --with-ft ulfm: MPI's tolerance of "
+                 "failures is off, so a lost rank ends the job\n");
+#endif
   auto data = load_data(c, !c.quiet && world_rank() == 0);
   standardize(c, data, !c.quiet && world_rank() == 0);
 #if !REPROSGD_TRAIN_MLP_DATA_PARALLEL_ONLY

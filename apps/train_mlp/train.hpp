@@ -141,6 +141,17 @@ inline int world_rank() {
 #endif
 }
 
+// The number of processes of the job (1 without MPI).
+inline int world_size() {
+#if REPROSGD_HAS_MPI
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+#else
+  return 1;
+#endif
+}
+
 // The communicator a policy is made over: MPI_COMM_WORLD, or the survivors of a failure during the
 // set-up (set_up_before_deadline). Without MPI there is none.
 #if REPROSGD_HAS_MPI
