@@ -69,12 +69,15 @@ inline bool mpi_fault_tolerance_enabled() noexcept {
   int count = 0;
   char name[64];
   int name_length = sizeof name;
+  char description[1];
+  int description_length = 0;  // 0: the description is not wanted
   int verbosity = 0, binding = 0, scope = 0;
   MPI_Datatype type = MPI_DATATYPE_NULL;
   MPI_T_enum enumtype = MPI_T_ENUM_NULL;
   MPI_T_cvar_handle handle = MPI_T_CVAR_HANDLE_NULL;
   if (MPI_T_cvar_get_index("mpi_ft_enable", &index) == MPI_SUCCESS &&
-      MPI_T_cvar_get_info(index, name, &name_length, &verbosity, &type, &enumtype, nullptr, nullptr, &binding, &scope) ==
+      MPI_T_cvar_get_info(index, name, &name_length, &verbosity, &type, &enumtype, description, &description_length,
+                          &binding, &scope) ==
           MPI_SUCCESS &&
       MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
     // Open MPI 5 stores it as MPI_C_BOOL; an int is read as an int, any other type as "off".
