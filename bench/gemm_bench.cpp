@@ -188,7 +188,20 @@ int main(int argc, char** argv) {
   for (const char* var : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"})
     if (std::getenv(var))
       std::fprintf(stderr, "gemm_bench: warning: %s is set; OpenBLAS then does not pick its own kernel/blocking. "
-                           "Run with `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE`.\n", var);
+                           "Run with `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE` unless it does not know "
+                           "this CPU (below).\n", var);
+  // An OpenBLAS older than the CPU falls back to its SSE3 kernels: Debian 12's 0.3.21 does so on
+  // Intel family 6 model 207 (Emerald Rapids), 4-5x slower than its AVX-512 ones there. Such a
+  // reference measures nothing; say so, and how to name the CPU's kernels.
+  const std::string core = openblas_get_corename();
+  const std::string ours = reprosgd::host_gemm_kernel_name();
+  const bool vector_cpu = ours.rfind("avx512", 0) == 0 || ours.rfind("avx2", 0) == 0;
+  for (const char* old_core : {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Katmai", "Coppermine", "Northwood"})
+    if (vector_cpu && core == old_core)
+      std::fprintf(stderr, "gemm_bench: warning: OpenBLAS chose its %s kernels (it does not know this CPU), while the CPU runs "
+                           "%s: the OpenBLAS figures are not its best here; name the CPU's kernels for this run, "
+                           "OPENBLAS_CORETYPE=%s\n",
+                   core.c_str(), ours.c_str(), ours.rfind("avx512", 0) == 0 ? "SkylakeX" : "Haswell");
 
   // Forward 784-512-512-10, weight gradients X^T*dY, input gradients dY*W^T (whole, and per
   // feature chunk); batch 128.
