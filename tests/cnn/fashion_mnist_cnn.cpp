@@ -3,13 +3,16 @@
 /// (tests/cnn/CMakeLists.txt):
 ///
 ///   fashion_mnist_cnn [--epochs 5] [--steps N] [--train-samples N] [--require-accuracy 0.91]
+///                     [--stop-at-accuracy 0.91]
 ///                     [--parallel serial|data|model|hybrid] [--backend host|serial] [--seed 1]
 ///                     [--batch 32] [--micro-batch 8] [--lr 1e-3] [--no-standardize] [Kokkos options]
 ///
 /// conv(32, 3x3, pad 1) relu maxpool(2) conv(64, 3x3, pad 1) relu maxpool(2) flatten dense(128)
 /// relu dropout(0.3) dense(10), Adam 1e-3 with a cosine schedule, global batch 32 in micro-batches
 /// of 8, every pixel standardised with the training set's statistics. Prints one line per epoch
-/// (test accuracy, seconds) and last `fingerprint <hex>`. --parallel data|model runs the Trainer on DataParallel
+/// (test accuracy, seconds) and last `fingerprint <hex>`. --stop-at-accuracy A ends the training
+/// after the first epoch whose test accuracy reaches A (the learning-rate schedule still spans
+/// --epochs; the stop is the Trainer's agreed one, so every rank stops at the same epoch). --parallel data|model runs the Trainer on DataParallel
 /// or ModelParallel over MPI_COMM_WORLD (an MPI build); every one prints the same fingerprint.
 /// Exit 0; 1 when the test accuracy is below --require-accuracy; 2 on a bad option; 77 (CTest's
 /// skip) when the Fashion-MNIST files are not installed (Debian's dataset-fashion-mnist).
@@ -34,6 +37,7 @@ struct Args {
   float lr = 1e-3f;
   bool standardize = true;
   double require_accuracy = 0.0;
+  double stop_at_accuracy = 0.0;  // 0: train every epoch
   std::string parallel = "serial";
   std::string backend = "host";
   std::uint64_t seed = 1;
@@ -47,9 +51,11 @@ auto fashion_cnn() {
                               Flatten{{64, 7, 7}}, Dense{64 * 7 * 7, 128}, ReLU{}, Dropout{0.3f}, Dense{128, 10});
 }
 
-/// Prints each epoch's test accuracy and time on rank 0.
+/// Prints each epoch's test accuracy and time on rank 0; asks the Trainer to stop once the test
+/// accuracy reaches `stop_at` (when positive).
 struct EpochLog {
   int rank = 0;
+  double stop_at = 0.0;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   double last_accuracy = 0.0;
   bool on_epoch_end(const reprosgd::EpochMetrics& m) {
@@ -59,7 +65,7 @@ struct EpochLog {
       std::printf("epoch %ld train_loss %.4f test_acc %.4f elapsed %.1f s\n", static_cast<long>(m.epoch + 1),
                   m.train_loss, m.test.accuracy, s);
     std::fflush(stdout);
-    return false;
+    return stop_at > 0.0 && m.test.accuracy >= stop_at;
   }
 };
 
@@ -78,7 +84,7 @@ int train(const Args& a, reprosgd::TrainTest<Kokkos::HostSpace>& data, Par par) 
   auto model = fashion_cnn<typename Trainer<Par>::memory_space>();
   const Adam adam{{.lr = a.lr}};
   auto state = trainer.start(model, adam);
-  EpochLog log{trainer.parallelism().rank()};
+  EpochLog log{trainer.parallelism().rank(), a.stop_at_accuracy};
   trainer.fit(model, adam, state, data.train, &data.test, log);
   const double accuracy = a.steps == 0 ? log.last_accuracy : trainer.evaluate(model, data.test).accuracy;
   const std::string fp = trainer.fingerprint(model, state).hex();  // collective: a sharded model is gathered
@@ -156,6 +162,7 @@ int main(int argc, char** argv) {
     else if (s == "--steps") a.steps = std::stol(next());
     else if (s == "--train-samples") a.train_samples = std::stol(next());
     else if (s == "--require-accuracy") a.require_accuracy = std::stod(next());
+    else if (s == "--stop-at-accuracy") a.stop_at_accuracy = std::stod(next());
     else if (s == "--parallel") a.parallel = next();
     else if (s == "--backend") a.backend = next();
     else if (s == "--seed") a.seed = std::stoull(next());

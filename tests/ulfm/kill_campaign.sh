@@ -5,7 +5,7 @@
 #
 # usage: kill_campaign.sh --mpiexec MPIEXEC --train TRAIN_MLP [--parallel data,model,hybrid]
 #                         [--trials N] [--double N] [--seed S] [--hang S] [--startup-timeout S]
-#                         [--allow-ompi-fatal] [--log FILE] [--spares N] [--window A,B]
+#                         [--allow-ompi-fatal] [--log FILE] [--spares N] [--window A,B] [--epochs N]
 #
 # For each --parallel mode: one failure-free run gives the reference fingerprint and the run's
 # length L; then N trials kill one random rank (rank 0 included) at a uniform instant in [0, 1.2 L]
@@ -34,12 +34,13 @@
 #   LEFTOVER  a process of the trial still alive after it ended
 # --spares N: the job has N spare ranks besides its 4 workers (train_mlp --spares: after a failure
 # a spare joins and the job grows back to 4); the victims are drawn from every rank, spares included.
+# --epochs N: the job's length (default 40 epochs of 32 steps; CTest runs 20 to halve CI's time).
 # The campaign fails (exit 1) on any WRONG, HANG, NOFP0, ERROR or LEFTOVER. --log FILE keeps
 # every trial's output. Deterministic given --seed (the instants and victims; not the scheduler).
 set -uo pipefail
 SCRIPT_TAG=kill_campaign
 source "$(dirname "$0")/../../scripts/lib.sh"  # remove_stale_mpi_sessions
-mpiexec= train= modes=data,model,hybrid trials=20 double=4 seed=1 hang=60 startup=5 log= allow_fatal=0 spares=0 window=
+mpiexec= train= modes=data,model,hybrid trials=20 double=4 seed=1 hang=60 startup=5 log= allow_fatal=0 spares=0 window= epochs=40
 while [[ $# -gt 0 ]]; do
   case $1 in
     --mpiexec) mpiexec=$2; shift 2 ;;
@@ -54,6 +55,7 @@ while [[ $# -gt 0 ]]; do
     --allow-ompi-fatal) allow_fatal=1; shift ;;
     --spares) spares=$2; shift 2 ;;
     --window) window=$2; shift 2 ;;
+    --epochs) epochs=$2; shift 2 ;;
     *) echo "kill_campaign.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -72,7 +74,7 @@ job() {  # MODE OUT STARTUP_TIMEOUT; sets pid (the launcher, a session leader)
   [[ $mode != data ]] && extra=(--buddy-every 5)
   ((spares > 0)) && extra+=(--spares "$spares")
   setsid "$mpiexec" --oversubscribe --with-ft ulfm -n $((4 + spares)) "$train" --data synthetic --synthetic-train 1024 \
-    --synthetic-test 128 --layers 784,64,64,10 --epochs 40 --batch 32 --micro-batch 8 --threads 1 --seed 3 \
+    --synthetic-test 128 --layers 784,64,64,10 --epochs "$epochs" --batch 32 --micro-batch 8 --threads 1 --seed 3 \
     --fault-tolerance shrink --parallel "$mode" "${extra[@]}" --startup-timeout "$init_deadline" --quiet >"$out" 2>&1 &
   pid=$!
 }
