@@ -23,6 +23,9 @@
 #   Kokkos_ROOT, CMAKE_PREFIX_PATH  a Kokkos of your own for the main build (docs/portability.md);
 #                        the variants always use the Kokkos installs setup.sh made
 #   REPROSGD_JOBS        parallel compile jobs (default: the number of cores)
+#   REPROSGD_CCACHE=0    compile without ccache (by default the g++ and clang++ builds go through
+#                        scripts/ccache_launch.sh when ccache is installed: a cache per CPU; the
+#                        CUDA and HIP variants never do)
 # Quiet on success; on failure prints the failing step's log tail.
 set -euo pipefail
 SCRIPT_TAG=build
@@ -58,11 +61,15 @@ configure_and_build() {
   while [ $# -gt 0 ] && [ "$1" != -- ]; do args+=("$1"); shift; done
   [ $# -gt 0 ] && shift
   targets=("$@")
-  local prefix_path=$kokkos
+  local prefix_path=$kokkos launcher=""
+  case $cxx in
+    g++|clang++) [ "${REPROSGD_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null 2>&1 && \
+                   launcher="$root/scripts/ccache_launch.sh" ;;
+  esac
   [ -n "${CMAKE_PREFIX_PATH:-}" ] && prefix_path="${CMAKE_PREFIX_PATH//:/;};$kokkos"
   quiet "configure $dir" cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS_RELEASE="$flags" \
-    -DCMAKE_PREFIX_PATH="$prefix_path" "${args[@]}"
+    -DCMAKE_PREFIX_PATH="$prefix_path" -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" "${args[@]}"
   if [ ${#targets[@]} -gt 0 ]; then
     quiet "build $dir (${targets[*]})" cmake --build "$dir" -j "$JOBS" --target "${targets[@]}"
   else

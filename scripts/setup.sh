@@ -28,6 +28,7 @@ DEB_PACKAGES=(
   libbenchmark-dev libopenblas-dev
   python3  # tests/headers/layering.py (the include layering test)
   dataset-fashion-mnist
+  ccache  # optional: build.sh's compiler cache (scripts/ccache_launch.sh)
 )
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
@@ -37,10 +38,11 @@ apt_updated=0
 apt_update() { if [ $apt_updated = 0 ]; then quiet "apt-get update" as_root apt-get update; apt_updated=1; fi; }
 if [ ${#missing[@]} -gt 0 ]; then
   apt_update
-  # dataset-fashion-mnist is wanted, not required: the demo falls back to a synthetic set.
+  # dataset-fashion-mnist is wanted, not required: the demo falls back to a synthetic set. Nor is
+  # ccache: without it every build compiles everything.
   required=(); optional=()
   for p in "${missing[@]}"; do
-    if [ "$p" = dataset-fashion-mnist ]; then optional+=("$p"); else required+=("$p"); fi
+    case $p in dataset-fashion-mnist|ccache) optional+=("$p") ;; *) required+=("$p") ;; esac
   done
   if [ ${#required[@]} -gt 0 ]; then
     quiet "apt-get install ${required[*]}" as_root env DEBIAN_FRONTEND=noninteractive \
@@ -48,7 +50,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
   for p in "${optional[@]}"; do
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$p" \
-      >/dev/null 2>&1 || echo "setup: note: $p could not be installed; the synthetic data set will be used" >&2
+      >/dev/null 2>&1 || case $p in
+        ccache) echo "setup: note: ccache could not be installed; builds will not be cached" >&2 ;;
+        *) echo "setup: note: $p could not be installed; the synthetic data set will be used" >&2 ;;
+      esac
   done
 fi
 
