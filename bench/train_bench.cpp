@@ -5,7 +5,7 @@
 ///   build/bench/train_bench [--micro-batch 128] [--steps 20] [--repeats 7] [--reduction exact|native]
 ///                           [--feature-chunk 64] [--trace off|step|layer|interleaved]
 ///                           [--checkpoint off|sync|async|interleaved] [--checkpoint-every 10]
-///                           [--checkpoint-dir DIR] [--kokkos-threads=N] (under mpiexec -n P with MPI)
+///                           [--checkpoint-dir DIR] [--checkpoint-reuse on|off] [--kokkos-threads=N] (under mpiexec -n P with MPI)
 ///
 /// --feature-chunk sets the Dense layers' feature chunk: the input gradient is an Exact sum over
 /// chunks, so 64 (the default) costs 8 chunk GEMMs and grid passes per 512-wide layer, 512 one
@@ -23,6 +23,8 @@
 /// system whose fsync you want to pay), synchronously or behind training
 /// (TrainerOptions::async_checkpoints); --checkpoint interleaved runs off, sync and async the way
 /// --trace interleaved runs the trace levels, and the checkpointed lines add "x_uncheckpointed".
+/// --checkpoint-reuse off writes every checkpoint into a new file and deletes the pruned one after
+/// it (TrainerOptions::checkpoint_reuse; on, the default, writes over the pruned one).
 /// Every timed segment of 20 steps holds the same number of checkpoints (2 at every 10); the one
 /// fit() writes when a segment stops is after the segment's clock.
 #include <reprosgd/reprosgd.hpp>
@@ -59,6 +61,7 @@ struct Args {
   std::string trace = "off";
   std::string checkpoint = "off";
   long checkpoint_every = 10;
+  bool checkpoint_reuse = true;
   std::string checkpoint_dir = std::filesystem::temp_directory_path().string();
   bool smoke = false;
 };
@@ -75,6 +78,7 @@ using Mlp = reprosgd::Sequential<reprosgd::Dense, reprosgd::ReLU, reprosgd::Dens
 /// trainer's options.
 struct Setup {
   long batch, mb, steps, warmup, checkpoint_every;
+  bool checkpoint_reuse;
   int repeats, hidden, feature_chunk;
   std::string checkpoint_dir;
   reprosgd::Dataset<Kokkos::HostSpace> data;
@@ -82,7 +86,7 @@ struct Setup {
   explicit Setup(const Args& a)
       : batch(a.smoke ? 16 : 128), mb(a.smoke ? 8 : a.micro_batch), steps(a.smoke ? 2 : a.steps),
         warmup(a.smoke ? 1 : 3), repeats(a.smoke ? 1 : a.repeats), hidden(a.smoke ? 32 : 512),
-        checkpoint_every(a.checkpoint_every), feature_chunk(a.feature_chunk), checkpoint_dir(a.checkpoint_dir),
+        checkpoint_every(a.checkpoint_every), checkpoint_reuse(a.checkpoint_reuse), feature_chunk(a.feature_chunk), checkpoint_dir(a.checkpoint_dir),
         data(reprosgd::make_synthetic_classification(1, static_cast<std::size_t>(batch * 50), 784, 10,
                                                      {.separation = 0.2f})) {}
   /// A trace goes to a temporary file of this process, checkpoints to a directory of its own.
@@ -104,6 +108,7 @@ struct Setup {
       o.checkpoint_every = checkpoint_every;
       o.keep_last = 2;
       o.async_checkpoints = v.checkpoint == "async";
+      o.checkpoint_reuse = checkpoint_reuse;
     }
     return o;
   }
@@ -133,7 +138,9 @@ void print_line(const Par& par, const Args& a, const Setup& s, const Variant& v,
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   if (!wait_policy || !*wait_policy) wait_policy = "unset";
   char extra[96] = "";
-  if (v.checkpoint != "off") std::snprintf(extra, sizeof extra, "\"checkpoint_every\":%ld,", s.checkpoint_every);
+  if (v.checkpoint != "off")
+    std::snprintf(extra, sizeof extra, "\"checkpoint_every\":%ld,\"checkpoint_reuse\":%s,", s.checkpoint_every,
+                  s.checkpoint_reuse ? "true" : "false");
   if (ratio >= 0.0) {
     const std::size_t n = std::strlen(extra);
     std::snprintf(extra + n, sizeof extra - n, "\"%s\":%.4f,", ratio_key, ratio);
@@ -249,6 +256,14 @@ int main(int argc, char** argv) {
     else if (s == "--checkpoint") a.checkpoint = cl.value();
     else if (s == "--checkpoint-every") a.checkpoint_every = cl.long_value();
     else if (s == "--checkpoint-dir") a.checkpoint_dir = cl.value();
+    else if (s == "--checkpoint-reuse") {
+      const std::string v = cl.value();
+      if (v != "on" && v != "off") {
+        std::fprintf(stderr, "train_bench: --checkpoint-reuse takes on or off, not '%s'\n", v.c_str());
+        return 2;
+      }
+      a.checkpoint_reuse = v == "on";
+    }
     else if (!cl.kokkos_option()) {
       std::fprintf(stderr, "train_bench: unknown option %s\n", s.c_str());
       return 2;

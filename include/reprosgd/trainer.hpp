@@ -386,7 +386,8 @@ class Trainer {
   detail::CheckpointDriver<Par> driver() noexcept { return {par_, sharding_}; }
   CheckpointManager<Ckpt> fit_checkpoints() const {
     return CheckpointManager<Ckpt>(options_.checkpoint_dir,
-                                   typename CheckpointManager<Ckpt>::Options{.keep_last = options_.keep_last});
+                                   typename CheckpointManager<Ckpt>::Options{
+                                       .keep_last = options_.keep_last, .reuse_pruned = options_.checkpoint_reuse});
   }
   template <class Model, Optimizer Opt, class Data>
   ConfigDescription config_of(const Model& model, const Opt& opt, const Data& train) const {

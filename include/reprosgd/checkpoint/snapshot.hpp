@@ -31,6 +31,8 @@ REPROSGD_BEGIN_NAMESPACE
  * @tparam F the CheckpointFormat of the payload.
  * @param info config, step, epoch and position_in_epoch are recorded; the other fields are ignored.
  * @param payload saved as `ar(cereal::make_nvp("payload", payload))`.
+ * @param reuse an existing file of the same directory to write over instead of creating one (it is
+ *        consumed whether or not the save succeeds; AtomicFile), or empty.
  * @throws reprosgd::io_error when the file cannot be written (the target is then unchanged);
  *         reprosgd::checkpoint_error when the payload does not serialise;
  *         reprosgd::config_error when the configuration does not fit a header.
@@ -40,14 +42,15 @@ REPROSGD_BEGIN_NAMESPACE
  */
 template <CheckpointFormat F, class Payload>
   requires SavableSnapshotPayload<Payload, F>
-void save_snapshot(const std::filesystem::path& path, const SnapshotInfo& info, const Payload& payload) {
+void save_snapshot(const std::filesystem::path& path, const SnapshotInfo& info, const Payload& payload,
+                   const std::filesystem::path& reuse = {}) {
   std::string header = detail::encode_header(info, F::name, F::format_version, 0, {});
   if (header.size() > SnapshotLimits{}.max_header_bytes) {
     throw config_error("reprosgd::save_snapshot: " + path.string() + ": the configuration needs a " +
                        std::to_string(header.size()) + "-byte header, more than the " +
                        std::to_string(SnapshotLimits{}.max_header_bytes) + " readers accept");
   }
-  AtomicFile file(path);
+  AtomicFile file(path, reuse);
   file.write(header.data(), header.size());
   detail::HashingFileStreambuf sb(file);
   std::string serialise_error;

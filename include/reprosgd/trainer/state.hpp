@@ -60,6 +60,9 @@ struct TrainerOptions {
   std::string checkpoint_dir{}; ///< when set, fit() checkpoints there (format: the Trainer's Ckpt)
   long checkpoint_every = 0;    ///< steps between checkpoints (0: only at the end of fit)
   std::size_t keep_last = 3;    ///< checkpoints kept in checkpoint_dir
+  /// Each new checkpoint written over the one keep_last prunes after it (CheckpointManager's
+  /// Options::reuse_pruned: less of the writer's CPU; keep_last − 1 complete ones during a write)
+  bool checkpoint_reuse = true;
   /// fit()'s checkpoints written by a helper thread while the next steps train (the same files;
   /// a failed write is reported at the next checkpoint, fit()'s last one is waited for; see
   /// docs/checkpoints.md, "Asynchronous checkpoints")

@@ -139,4 +139,66 @@ TEST_SUITE("checkpoint.atomic_file") {
     CHECK_FALSE(std::filesystem::exists(temp));
     CHECK_FALSE(std::filesystem::exists(dir / "full.bin"));
   }
+
+  TEST_CASE("reuse: the file is renamed to the temporary at once, written over and cut to the new size") {
+    ckpt_test::TempDir dir;
+    const auto old = dir / "old.bin";
+    const auto target = dir / "new.bin";
+    ckpt_test::write_bytes(old, std::vector<unsigned char>(10000, 'o'));
+    struct ::stat before {};
+    REQUIRE(::stat(old.c_str(), &before) == 0);
+    {
+      reprosgd::AtomicFile f(target, old);
+      CHECK(f.reused());
+      CHECK_FALSE(std::filesystem::exists(old));  // gone under its old name before anything is written
+      CHECK(f.temporary().filename().string().rfind(".new.bin.tmp.", 0) == 0);
+      f.write("short", 5);
+      f.write_at(0, "S", 1);
+      f.commit();
+    }
+    CHECK(ckpt_test::read_bytes(target) == std::vector<unsigned char>{'S', 'h', 'o', 'r', 't'});
+    struct ::stat after {};
+    REQUIRE(::stat(target.c_str(), &after) == 0);
+    CHECK(after.st_ino == before.st_ino);  // the same file, not a new one
+    CHECK(names_in(dir.path()) == std::vector<std::string>{"new.bin"});
+  }
+
+  TEST_CASE("reuse: abandoned, the reused file is removed with the temporary and the target keeps its contents") {
+    ckpt_test::TempDir dir;
+    const auto old = dir / "old.bin";
+    const auto target = dir / "new.bin";
+    ckpt_test::write_bytes(old, std::vector<unsigned char>(100, 'o'));
+    ckpt_test::write_bytes(target, {'k', 'e', 'p', 't'});
+    {
+      reprosgd::AtomicFile f(target, old);
+      CHECK(f.reused());
+      f.write("xx", 2);
+    }
+    CHECK(names_in(dir.path()) == std::vector<std::string>{"new.bin"});
+    CHECK(ckpt_test::read_bytes(target) == std::vector<unsigned char>{'k', 'e', 'p', 't'});
+  }
+
+  TEST_CASE("reuse: a missing file, one in another directory, not a regular file or with another hard link gives a new temporary") {
+    ckpt_test::TempDir dir;
+    const auto target = dir / "new.bin";
+    std::filesystem::create_directory(dir / "sub");
+    const auto elsewhere = dir / "sub" / "old.bin";
+    ckpt_test::write_bytes(elsewhere, {'o'});
+    REQUIRE(::mkfifo((dir / "fifo").c_str(), 0644) == 0);
+    const auto linked = dir / "linked.bin";
+    ckpt_test::write_bytes(linked, {'l', 'i', 'n', 'k'});
+    std::filesystem::create_hard_link(linked, dir / "sub" / "kept.bin");  // a user's way to keep a checkpoint
+    for (const auto& reuse : {dir / "missing.bin", elsewhere, dir / "fifo", linked}) {
+      INFO(reuse.string());
+      reprosgd::AtomicFile f(target, reuse);
+      CHECK_FALSE(f.reused());
+      f.write("new", 3);
+      f.commit();
+      CHECK(ckpt_test::read_bytes(target) == std::vector<unsigned char>{'n', 'e', 'w'});
+    }
+    CHECK(std::filesystem::exists(elsewhere));  // left alone
+    CHECK(std::filesystem::is_fifo(dir / "fifo"));
+    CHECK(ckpt_test::read_bytes(dir / "sub" / "kept.bin") == std::vector<unsigned char>{'l', 'i', 'n', 'k'});
+    CHECK(std::filesystem::exists(linked));
+  }
 }

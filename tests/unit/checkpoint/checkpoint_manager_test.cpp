@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,19 @@ std::vector<std::uint64_t> steps_of(const std::vector<reprosgd::CheckpointFile>&
   for (const auto& f : files) s.push_back(f.step);
   return s;
 }
+ino_t inode_of(const std::filesystem::path& p) {
+  struct ::stat st {};
+  REQUIRE(::stat(p.c_str(), &st) == 0);
+  return st.st_ino;
+}
+/// A payload whose serialisation fails half-way (after writing a state).
+struct FailingPayload {
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(cereal::make_nvp("state", ckpt_test::make_state(1, 40, 40)));
+    throw std::runtime_error("out of paper");
+  }
+};
 }  // namespace
 
 TEST_SUITE("checkpoint.manager") {
@@ -183,5 +197,77 @@ TEST_SUITE("checkpoint.manager") {
     ckpt_test::TempDir dir;
     CHECK_THROWS_WITH_AS(reprosgd::CheckpointManager<>(dir.path(), {.keep_last = 0}),
                          "reprosgd::CheckpointManager: keep_last must be at least 1", reprosgd::config_error);
+  }
+
+  TEST_CASE("reuse_pruned: the checkpoint keep-last-K prunes is written over, cut to size, and the rest stay") {
+    ckpt_test::TempDir dir;
+    reprosgd::CheckpointManager<> mgr(dir.path(), {.keep_last = 3});
+    CHECK(mgr.options().reuse_pruned);
+    // Steps 10-30 are larger than the later ones: a reused file must be cut to the new size.
+    for (std::uint64_t step : {10, 20, 30}) mgr.save(ckpt_test::test_info(step), ckpt_test::make_state(step, 30, 50));
+    for (std::uint64_t step : {40, 50, 60, 70}) {
+      INFO("step " << step);
+      const auto files = mgr.list();
+      const ino_t oldest = inode_of(files.front().path);
+      mgr.save(ckpt_test::test_info(step), ckpt_test::make_state(step));
+      CHECK(inode_of(mgr.path_for(step)) == oldest);
+      CHECK(steps_of(mgr.list()) == std::vector<std::uint64_t>{step - 20, step - 10, step});
+      for (const auto& f : mgr.list()) {
+        const int rows = f.step <= 30 ? 30 : 3, cols = f.step <= 30 ? 50 : 5;
+        ckpt_test::State staging = ckpt_test::shaped_like(ckpt_test::make_state(f.step, rows, cols));
+        reprosgd::load_snapshot<reprosgd::DefaultCheckpointFormat>(f.path, ckpt_test::test_config(), staging);
+        CHECK(ckpt_test::same_bits(staging, ckpt_test::make_state(f.step, rows, cols)));
+      }
+    }
+    // The same bytes as a file written fresh.
+    ckpt_test::TempDir fresh;
+    reprosgd::save_snapshot<reprosgd::DefaultCheckpointFormat>(fresh / "70.rsgd", ckpt_test::test_info(70),
+                                                               ckpt_test::make_state(70));
+    CHECK(ckpt_test::read_bytes(mgr.path_for(70)) == ckpt_test::read_bytes(fresh / "70.rsgd"));
+  }
+
+  TEST_CASE("reuse_pruned: never with keep_last 1, nor when turned off, nor before keep_last files exist") {
+    ckpt_test::TempDir dir;
+    reprosgd::CheckpointManager<> one(dir / "one", {.keep_last = 1});
+    reprosgd::CheckpointManager<> off(dir / "off", {.keep_last = 2, .reuse_pruned = false});
+    for (auto* mgr : {&one, &off}) {
+      mgr->save(ckpt_test::test_info(1), ckpt_test::make_state(1));
+      mgr->save(ckpt_test::test_info(2), ckpt_test::make_state(2));
+      for (std::uint64_t step : {3, 4}) {
+        const ino_t oldest = inode_of(mgr->list().front().path);
+        mgr->save(ckpt_test::test_info(step), ckpt_test::make_state(step));
+        // A new file, made while the old one still existed: never the same inode.
+        CHECK(inode_of(mgr->path_for(step)) != oldest);
+      }
+    }
+    CHECK(steps_of(one.list()) == std::vector<std::uint64_t>{4});
+    CHECK(steps_of(off.list()) == std::vector<std::uint64_t>{3, 4});
+  }
+
+  TEST_CASE("reuse_pruned: a save behind an abandoned timeline consumes nothing it keeps") {
+    ckpt_test::TempDir dir;
+    reprosgd::CheckpointManager<> mgr(dir.path(), {.keep_last = 3});
+    for (std::uint64_t step : {10, 30, 40}) mgr.save(ckpt_test::test_info(step), ckpt_test::make_state(step));
+    // Resumed from step 10 (30 and 40 damaged, say): step 20 deletes the later ones and keeps 10.
+    mgr.save(ckpt_test::test_info(20), ckpt_test::make_state(20));
+    CHECK(steps_of(mgr.list()) == std::vector<std::uint64_t>{10, 20});
+  }
+
+  TEST_CASE("reuse_pruned: a save that fails consumes the oldest checkpoint only; the others and the next save are fine") {
+    ckpt_test::TempDir dir;
+    reprosgd::CheckpointManager<> mgr(dir.path(), {.keep_last = 3});
+    for (std::uint64_t step : {1, 2, 3}) mgr.save(ckpt_test::test_info(step), ckpt_test::make_state(step));
+    CHECK(ckpt_test::checkpoint_error_of([&] { mgr.save(ckpt_test::test_info(4), FailingPayload{}); })
+              .find(": cannot serialise the payload: out of paper") != std::string::npos);
+    CHECK(steps_of(mgr.list()) == std::vector<std::uint64_t>{2, 3});
+    std::size_t entries = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
+    CHECK(entries == 2 + 1);  // and the writer's lock file, no temporary
+    ckpt_test::State staging = ckpt_test::shaped_like(ckpt_test::make_state(0));
+    const auto r = mgr.resume_auto(ckpt_test::test_config(), staging);
+    REQUIRE(r);
+    CHECK(r.info.step == 3);
+    mgr.save(ckpt_test::test_info(4), ckpt_test::make_state(4));
+    CHECK(steps_of(mgr.list()) == std::vector<std::uint64_t>{2, 3, 4});
   }
 }
