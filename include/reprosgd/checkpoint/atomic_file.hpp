@@ -63,10 +63,11 @@ inline void fsync_directory(const std::filesystem::path& dir, const char* who) {
  * happens next), overwritten in place and cut to the new size at commit(). The file system then
  * allocates no blocks and drops no cached pages of a deleted file (synchronous checkpoints of a
  * 5.4 MB state every 10 steps slowed one-thread training by 13-15% instead of 20-24%, Intel Xeon,
- * ext4; bench/README.md, "Checkpoint overhead in training"). When `reuse` cannot be taken (it is missing, in another directory, not a regular file,
- * has another hard link, or the system has no `renameat2(RENAME_NOREPLACE)`), a new temporary is
- * created as without it. A process reading the reused file at that moment sees it change (its
- * checksums then refuse it), where after a deletion it would have kept the old contents.
+ * ext4; bench/README.md, "Checkpoint overhead in training"). When `reuse` cannot be taken (it is
+ * missing, in another directory, not a regular file, has another hard link, or the system has no
+ * `renameat2(RENAME_NOREPLACE)`), a new temporary is created as without it. A process reading the
+ * reused file at that moment sees it change (its checksums then refuse it), where after a deletion
+ * it would have kept the old contents.
  *
  * Not thread-safe; one writer per target at a time.
  *
