@@ -66,12 +66,13 @@ class CheckpointManager {
  public:
   struct Options {
     std::size_t keep_last = 3;         ///< files kept after each save (at least 1)
-    /// With keep_last ≥ 2 and keep_last files present, save() writes the new checkpoint over the
-    /// oldest one (renamed to a temporary first) instead of creating a file and deleting that one
-    /// afterwards: no new blocks to allocate, no cached pages of a deleted file to drop (a third
-    /// of what synchronous checkpoints cost training, docs/checkpoints.md). The price: while the write runs, and
-    /// after it failed, keep_last − 1 complete checkpoints remain instead of keep_last. Never
-    /// with keep_last 1, whose only checkpoint stays until the new one is in place.
+    /// With keep_last ≥ 2 and keep_last files of earlier steps present, save() writes the new
+    /// checkpoint over the oldest one (renamed to a temporary first) instead of creating a file
+    /// and deleting that one afterwards: no new blocks to allocate, no cached pages of a deleted
+    /// file to drop (a third of what synchronous checkpoints cost training, docs/checkpoints.md).
+    /// The price: while the write runs, and after it failed, keep_last − 1 complete checkpoints
+    /// remain instead of keep_last. Never with keep_last 1, whose only checkpoint stays until the
+    /// new one is in place.
     bool reuse_pruned = true;
     std::string prefix = "ckpt-";      ///< file name before the step
     std::string extension = ".rsgd";   ///< file name after the step
@@ -135,14 +136,12 @@ class CheckpointManager {
     prune_oldest(before);
     const std::filesystem::path path = path_for(info.step);
     // The file the pruning below will delete, written over instead (Options::reuse_pruned): the
-    // oldest, when the files of earlier steps already number keep_last (later steps are an
-    // abandoned timeline, deleted below; a file of this step is replaced).
+    // oldest kept one, when all keep_last kept files are of earlier steps (later steps are an
+    // abandoned timeline, deleted below; a file of this step is replaced). `before` is sorted.
     std::filesystem::path reuse;
-    const std::size_t first_kept = before.size() > options_.keep_last ? before.size() - options_.keep_last : 0;
-    std::size_t earlier = 0;
-    for (std::size_t i = first_kept; i < before.size(); ++i) earlier += before[i].step < info.step;
-    if (options_.reuse_pruned && options_.keep_last >= 2 && earlier >= options_.keep_last)
-      reuse = before[first_kept].path;
+    const std::size_t k = options_.keep_last;
+    if (options_.reuse_pruned && k >= 2 && before.size() >= k && before.back().step < info.step)
+      reuse = before[before.size() - k].path;
     save_snapshot<F>(path, info, payload, reuse);
     std::vector<CheckpointFile> files = list();
     // Files of later steps belong to an abandoned timeline (a run resumed from an older checkpoint
