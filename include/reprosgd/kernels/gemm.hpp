@@ -133,12 +133,14 @@ struct GemmHostTileFunctor {
 template <class ExecSpace>
 void gemm_host_run(const ExecSpace& space, const gemm_host::Operand& a, const gemm_host::Operand& b, float* c,
                    std::ptrdiff_t ldc, int m, int n, int k, int plan_threads = 0, const float* bias = nullptr,
-                   gemm_host::Isa isa = gemm_host::best_isa()) {
+                   gemm_host::Isa isa = gemm_host::best_isa(),
+                   long stream_min = gemm_host::stream_c_threshold()) {
   if (m == 0 || n == 0) return;
-  // plan_threads and isa (tests and benchmarks) plan the tiles for another thread count than the
-  // instance's, and for another kernel than the fastest this CPU runs.
+  // plan_threads, isa and stream_min (tests and benchmarks) plan the tiles for another thread count
+  // than the instance's, for another kernel than the fastest this CPU runs, and streaming C
+  // from another size than this CPU's threshold.
   const gemm_host::Plan plan =
-      gemm_host::make_plan(isa, m, n, k, plan_threads > 0 ? plan_threads : concurrency(space));
+      gemm_host::make_plan(isa, m, n, k, plan_threads > 0 ? plan_threads : concurrency(space), stream_min);
   const std::size_t bytes = plan.buffer_floats() * sizeof(float);
   using policy = Kokkos::TeamPolicy<ExecSpace>;
   Kokkos::parallel_for("reprosgd::gemm(host)",

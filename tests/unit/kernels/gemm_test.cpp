@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 #include <support/exec_spaces.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -113,10 +114,11 @@ const char* op_name(gemm_op op) { return op == gemm_op::nn ? "nn" : op == gemm_o
 
 // Every host kernel this build has and this CPU runs (the build's own instruction set's, and the
 // AVX2 and AVX-512 ones a build for a lower set chooses at run time), called directly: not only the
-// one the public entry point picks. `threads` > 0 forces that thread count's plan.
+// one the public entry point picks. `threads` > 0 forces that thread count's plan, `stream_min` > 0
+// that threshold for streaming C (stream_c_threshold).
 template <gemm_op Op, class Space, class AV, class BV, class CV>
 void check_every_host_kernel(const Space& space, const AV& a, const BV& b, const CV& c, Shape s, const float* bias,
-                             const host_matrix& expected, int threads = 0) {
+                             const host_matrix& expected, int threads = 0, long stream_min = 0) {
 #if REPROSGD_IMPL_GEMM_HOST_KERNEL
   if constexpr (reprosgd::detail::is_host_space_v<Space>) {
     namespace gh = reprosgd::detail::gemm_host;
@@ -129,14 +131,14 @@ void check_every_host_kernel(const Space& space, const AV& a, const BV& b, const
       CAPTURE(kernel);
       Kokkos::deep_copy(c, std::nanf(""));
       reprosgd::detail::gemm_host_run(space, ao, bo, c.data(), static_cast<std::ptrdiff_t>(c.stride(0)), s.m, s.n,
-                                      s.k, threads, bias, isa);
+                                      s.k, threads, bias, isa, stream_min > 0 ? stream_min : gh::stream_c_threshold());
       space.fence();
       Kokkos::deep_copy(got, c);
       CHECK(bit_differences(got, expected) == 0);
     }
   }
 #else
-  (void)space, (void)a, (void)b, (void)c, (void)s, (void)bias, (void)expected, (void)threads;
+  (void)space, (void)a, (void)b, (void)c, (void)s, (void)bias, (void)expected, (void)threads, (void)stream_min;
 #endif
 }
 
@@ -466,14 +468,23 @@ TEST_CASE("a large C finished in one K block is streamed past the caches, with t
     const std::string kernel = gh::kernel_name(isa);
     CAPTURE(kernel);
     // The weight gradients of a micro-batch (K = 32) and of a batch (K = 128): non-temporal stores in
-    // the AVX kernels (16 or 32 columns per micro-tile), ordinary ones in the SSE2 kernel (8).
-    const gh::Plan wide = gh::make_plan(isa, 784, 512, 32, 1);
+    // the AVX kernels (16 or 32 columns per micro-tile), ordinary ones in the SSE2 kernel (8), for a
+    // CPU whose threshold is the smallest one.
+    const long least = gh::stream_c_min_bytes;
+    const gh::Plan wide = gh::make_plan(isa, 784, 512, 32, 1, least);
     CHECK(wide.stream_c == (wide.nr >= 16));
-    CHECK(gh::make_plan(isa, 512, 512, 128, 2).stream_c == (wide.nr >= 16));
-    CHECK_FALSE(gh::make_plan(isa, 128, 512, 784, 1).stream_c);  // several K blocks: C is read back
-    CHECK_FALSE(gh::make_plan(isa, 32, 512, 512, 1).stream_c);   // 64 KiB: its reader finds it in cache
-    CHECK_FALSE(gh::make_plan(isa, 512, 10, 128, 1).stream_c);   // transposed: C^T goes to the scratch
+    CHECK(gh::make_plan(isa, 512, 512, 128, 2, least).stream_c == (wide.nr >= 16));
+    CHECK_FALSE(gh::make_plan(isa, 128, 512, 784, 1, least).stream_c);  // several K blocks: C is read back
+    CHECK_FALSE(gh::make_plan(isa, 32, 512, 512, 1, least).stream_c);   // 64 KiB: its reader finds it in cache
+    CHECK_FALSE(gh::make_plan(isa, 512, 10, 128, 1, least).stream_c);   // transposed: C^T goes to the scratch
+    // A CPU whose last-level cache holds a 1.6 MB C many times over keeps it there.
+    CHECK_FALSE(gh::make_plan(isa, 784, 512, 32, 1, 784L * 512 * 4 + 1).stream_c);
+    CHECK(gh::make_plan(isa, 784, 512, 32, 1, 784L * 512 * 4).stream_c == (wide.nr >= 16));
   }
+  // This CPU's threshold: the smallest one, or its last-level cache's 64th part when larger.
+  const long llc = gh::last_level_cache_bytes();
+  CAPTURE(llc);
+  CHECK(gh::stream_c_threshold() == std::max(gh::stream_c_min_bytes, llc / gh::stream_c_llc_share));
   // Bits: C aligned (a Kokkos allocation: every micro-tile streamed), C whose rows are aligned but
   // which starts one row down (streamed), and C one column in with an odd stride (every store an
   // ordinary one); each against the scalar loop, through the entry point and every kernel here.
@@ -495,7 +506,9 @@ TEST_CASE("a large C finished in one K block is streamed past the caches, with t
     space.fence();
     Kokkos::deep_copy(got, c);
     CHECK(bit_differences(got, expected) == 0);
-    check_every_host_kernel<gemm_op::tn>(space, a, b, c, Shape{m, n, k}, nullptr, expected);
+    // Every kernel streaming C, whatever this CPU's own threshold.
+    check_every_host_kernel<gemm_op::tn>(space, a, b, c, Shape{m, n, k}, nullptr, expected, 0,
+                                         reprosgd::detail::gemm_host::stream_c_min_bytes);
   };
   check(aligned);
   check(down);

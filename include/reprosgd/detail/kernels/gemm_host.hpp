@@ -86,9 +86,10 @@ inline std::string kernel_name() {
   return s;
 }
 
-/// A plan for an M x N x K product on `threads` threads with the kernel of `isa`.
-inline Plan make_plan(Isa isa, int m, int n, int k, int threads) {
-  REPROSGD_IMPL_GEMM_ON_ISA(isa, return kernel::make_plan(m, n, k, threads))
+/// A plan for an M x N x K product on `threads` threads with the kernel of `isa`, streaming a C
+/// of at least `stream_min` bytes (this CPU's threshold unless a test asks for another).
+inline Plan make_plan(Isa isa, int m, int n, int k, int threads, long stream_min = stream_c_threshold()) {
+  REPROSGD_IMPL_GEMM_ON_ISA(isa, return kernel::make_plan(m, n, k, threads, stream_min))
 }
 
 /// Computes tile `t` of C = A * B with the plan's kernel (see the kernels' compute_tile).

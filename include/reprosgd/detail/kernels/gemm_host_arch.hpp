@@ -32,6 +32,10 @@
 #include <cstring>
 #include <string>
 
+#if __has_include(<unistd.h>)
+#include <unistd.h>
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -132,6 +136,40 @@ inline constexpr int nc_max = REPROSGD_IMPL_GEMM_NC;
 inline constexpr int pack_a_min_strips = REPROSGD_IMPL_GEMM_PACK_A_MIN_STRIPS;
 inline constexpr int a_block_bytes = REPROSGD_IMPL_GEMM_A_BLOCK_BYTES;
 inline constexpr long stream_c_min_bytes = REPROSGD_IMPL_GEMM_STREAM_C_MIN_BYTES;
+
+/// On a CPU whose last-level cache holds a C of this size at least llc_share times over (the
+/// 260 MiB L3 of an Intel Xeon family 6 model 207 VM: a C of 1.6 MB 170 times), a weight gradient
+/// written with ordinary stores is still in L3 when the Exact sum reads it, and streaming it past
+/// the caches sends that read to memory: there the micro-batch-32 training step ran 6.5% slower
+/// with the stores (bench/README.md, "C written past the caches"), where the 32 MiB L3 of a Zen 4
+/// CCD gained from them. 0 turns the cache-size rule off.
+#ifndef REPROSGD_IMPL_GEMM_STREAM_C_LLC_SHARE
+#define REPROSGD_IMPL_GEMM_STREAM_C_LLC_SHARE 64
+#endif
+inline constexpr long stream_c_llc_share = REPROSGD_IMPL_GEMM_STREAM_C_LLC_SHARE;
+
+/// The last-level cache's size in bytes as the C library reports it (glibc reads CPUID), 0 when
+/// unknown.
+inline long last_level_cache_bytes() noexcept {
+  long bytes = 0;
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+  bytes = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+#if defined(_SC_LEVEL2_CACHE_SIZE)
+  if (bytes <= 0) bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+  return bytes > 0 ? bytes : 0;
+}
+
+/// The smallest C that make_plan streams on this CPU: stream_c_min_bytes, or the last-level
+/// cache's llc_share-th part when that is larger. Pure data movement: the bits never depend on it.
+inline long stream_c_threshold() noexcept {
+  static const long bytes = [] {
+    const long share = stream_c_llc_share > 0 ? last_level_cache_bytes() / stream_c_llc_share : 0;
+    return share > stream_c_min_bytes ? share : stream_c_min_bytes;
+  }();
+  return bytes;
+}
 inline constexpr std::size_t alignment = vector_alignment;
 
 /// A read-only matrix operand in logical (row, column) coordinates: element (r, c) is

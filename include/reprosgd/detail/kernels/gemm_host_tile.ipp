@@ -158,10 +158,11 @@ inline double lane_fill(int rows, int cols) {
 /// A plan for an M x N x K product on `threads` threads: tiles no larger than nc_max columns and
 /// mc_max rows (fewer when the A block mc x kc would exceed a_block_bytes),
 /// at least `threads` of them when C is large enough, and a multiple of `threads` when cheap, so
-/// the threads get equal work; strips are spread evenly over the tiles.
+/// the threads get equal work; strips are spread evenly over the tiles. A C of at least `stream_min`
+/// bytes finished in one K block is streamed past the caches (stream_c_threshold()).
 /// A narrow C is computed transposed (Plan::transposed): the output layer's 10 columns fill 10 of
 /// the 32 lanes of an AVX-512 micro-tile, while C^T's 10 rows fill 10 of its 12 rows.
-REPROSGD_IMPL_GEMM_TARGET inline Plan make_plan(int m, int n, int k, int threads) {
+REPROSGD_IMPL_GEMM_TARGET inline Plan make_plan(int m, int n, int k, int threads, long stream_min) {
   Plan pl{};
   pl.isa = isa;
   pl.mr = mr;
@@ -206,7 +207,7 @@ REPROSGD_IMPL_GEMM_TARGET inline Plan make_plan(int m, int n, int k, int threads
   pl.max_strips_n = ceil_div(pl.strips_n, pl.tiles_n);
   // A transposed plan writes C^T into the tile's scratch, which it reads back at once.
   pl.stream_c = can_stream && !pl.transposed && kblocks == 1 &&
-                static_cast<long>(m) * n * static_cast<long>(sizeof(float)) >= stream_c_min_bytes;
+                static_cast<long>(m) * n * static_cast<long>(sizeof(float)) >= stream_min;
   return pl;
 }
 
