@@ -5,7 +5,8 @@
 ///   build/bench/train_bench [--micro-batch 128] [--steps 20] [--repeats 7] [--reduction exact|native]
 ///                           [--feature-chunk 64] [--trace off|step|layer|interleaved]
 ///                           [--checkpoint off|sync|async|interleaved] [--checkpoint-every 10]
-///                           [--checkpoint-dir DIR] [--checkpoint-reuse on|off] [--kokkos-threads=N] (under mpiexec -n P with MPI)
+///                           [--checkpoint-dir DIR] [--checkpoint-reuse on|off] [--defer-weight-gradients on|off]
+///                           [--kokkos-threads=N] (under mpiexec -n P with MPI)
 ///
 /// --feature-chunk sets the Dense layers' feature chunk: the input gradient is an Exact sum over
 /// chunks, so 64 (the default) costs 8 chunk GEMMs and grid passes per 512-wide layer, 512 one
@@ -25,6 +26,9 @@
 /// --trace interleaved runs the trace levels, and the checkpointed lines add "x_uncheckpointed".
 /// --checkpoint-reuse off writes every checkpoint into a new file and deletes the pruned one after
 /// it (TrainerOptions::checkpoint_reuse; on, the default, writes over the pruned one).
+/// --defer-weight-gradients off computes each micro-batch's weight gradients in its backward and
+/// sums the gradient rows afterwards (TrainerOptions::defer_weight_gradients; on, the default, on
+/// one rank: after the micro-batches, panel by panel; the same bits).
 /// Every timed segment of 20 steps holds the same number of checkpoints (2 at every 10); the one
 /// fit() writes when a segment stops is after the segment's clock.
 #include <reprosgd/reprosgd.hpp>
@@ -62,6 +66,7 @@ struct Args {
   std::string checkpoint = "off";
   long checkpoint_every = 10;
   bool checkpoint_reuse = true;
+  bool defer_weight_gradients = true;
   std::string checkpoint_dir = std::filesystem::temp_directory_path().string();
   bool smoke = false;
 };
@@ -78,7 +83,7 @@ using Mlp = reprosgd::Sequential<reprosgd::Dense, reprosgd::ReLU, reprosgd::Dens
 /// trainer's options.
 struct Setup {
   long batch, mb, steps, warmup, checkpoint_every;
-  bool checkpoint_reuse;
+  bool checkpoint_reuse, defer_weight_gradients;
   int repeats, hidden, feature_chunk;
   std::string checkpoint_dir;
   reprosgd::Dataset<Kokkos::HostSpace> data;
@@ -86,7 +91,8 @@ struct Setup {
   explicit Setup(const Args& a)
       : batch(a.smoke ? 16 : 128), mb(a.smoke ? 8 : a.micro_batch), steps(a.smoke ? 2 : a.steps),
         warmup(a.smoke ? 1 : 3), repeats(a.smoke ? 1 : a.repeats), hidden(a.smoke ? 32 : 512),
-        checkpoint_every(a.checkpoint_every), checkpoint_reuse(a.checkpoint_reuse), feature_chunk(a.feature_chunk), checkpoint_dir(a.checkpoint_dir),
+        checkpoint_every(a.checkpoint_every), checkpoint_reuse(a.checkpoint_reuse),
+        defer_weight_gradients(a.defer_weight_gradients), feature_chunk(a.feature_chunk), checkpoint_dir(a.checkpoint_dir),
         data(reprosgd::make_synthetic_classification(1, static_cast<std::size_t>(batch * 50), 784, 10,
                                                      {.separation = 0.2f})) {}
   /// A trace goes to a temporary file of this process, checkpoints to a directory of its own.
@@ -98,6 +104,7 @@ struct Setup {
     o.steps = total;
     o.seed = 1;
     o.evaluate_each_epoch = false;
+    o.defer_weight_gradients = defer_weight_gradients;
     const std::string tag = "reprosgd_train_bench_" + std::to_string(::getpid()) + "_";
     if (v.trace != "off") {
       o.trace = (std::filesystem::temp_directory_path() / (tag + v.trace + ".trace")).string();
@@ -137,9 +144,11 @@ void print_line(const Par& par, const Args& a, const Setup& s, const Variant& v,
   // (docs/getting_started.md, "Threads"), so a line says which policy it was measured under.
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
   if (!wait_policy || !*wait_policy) wait_policy = "unset";
-  char extra[96] = "";
+  char extra[192] = "";
+  if (!s.defer_weight_gradients) std::snprintf(extra, sizeof extra, "\"defer_weight_gradients\":false,");
   if (v.checkpoint != "off")
-    std::snprintf(extra, sizeof extra, "\"checkpoint_every\":%ld,\"checkpoint_reuse\":%s,", s.checkpoint_every,
+    std::snprintf(extra + std::strlen(extra), sizeof extra - std::strlen(extra),
+                  "\"checkpoint_every\":%ld,\"checkpoint_reuse\":%s,", s.checkpoint_every,
                   s.checkpoint_reuse ? "true" : "false");
   if (ratio >= 0.0) {
     const std::size_t n = std::strlen(extra);
@@ -263,6 +272,14 @@ int main(int argc, char** argv) {
         return 2;
       }
       a.checkpoint_reuse = v == "on";
+    }
+    else if (s == "--defer-weight-gradients") {
+      const std::string v = cl.value();
+      if (v != "on" && v != "off") {
+        std::fprintf(stderr, "train_bench: --defer-weight-gradients takes on or off, not '%s'\n", v.c_str());
+        return 2;
+      }
+      a.defer_weight_gradients = v == "on";
     }
     else if (!cl.kokkos_option()) {
       std::fprintf(stderr, "train_bench: unknown option %s\n", s.c_str());

@@ -453,6 +453,7 @@ class Trainer {
     lay_out(run, model);
     trace_.start(par_, options_, model, describe(model, opt, train), state.step);
     step_.record_tensors(trace_.records_tensors());
+    step_.defer_weight_gradients(options_.defer_weight_gradients);
     dump_ = detail::StepDump(options_.dump_dir, options_.dump_step);
     if (dump_.enabled()) {
       if constexpr (ShardedParallelism<Par>)

@@ -8,6 +8,7 @@
 #include <reprosgd/error.hpp>
 #include <reprosgd/kernels/elementwise.hpp>
 #include <reprosgd/kernels/gemm.hpp>
+#include <reprosgd/nn/defer_weight_gradients.hpp>
 #include <reprosgd/nn/model_group.hpp>
 #include <reprosgd/reduction/local_sum.hpp>
 #include <reprosgd/rng/distributions.hpp>
@@ -60,6 +61,8 @@ struct Dense {
   int feature_chunk = default_feature_chunk;
 
   static constexpr const char* name() noexcept { return "dense"; }
+  /// backward can hand dW to the caller (nn/defer_weight_gradients.hpp).
+  static constexpr bool defers_weight_gradients = true;
 
   [[nodiscard]] int output_width(int width) const {
     if (in <= 0 || out <= 0)
@@ -192,11 +195,29 @@ struct Dense {
   template <class Ctx, class P, class In, class GOut, class GIn, class GP, ModelGroup Group, class Scratch>
   void backward(const Ctx& ctx, const P& params, const In& x, const GOut& gy, const GIn& gx, const GP& gparams,
                 Group& group, const Scratch& partials) const {
+    backward_with(ctx, params, gy, gx, group, partials,
+                  [&](const auto& gyf) { weight_gradients(ctx.space, x, gyf, gparams); });
+  }
+  /// The same with dW handed to `defer` (its bias gradient and gx computed here).
+  template <class Ctx, class P, class In, class GOut, class GIn, class GP, ModelGroup Group, class Scratch, class F>
+  void backward(const Ctx& ctx, const P& params, const In& x, const GOut& gy, const GIn& gx, const GP& gparams,
+                Group& group, const Scratch& partials, const DeferWeightGradients<F>& defer) const {
+    using mem = typename std::remove_cvref_t<decltype(ctx.space)>::memory_space;
+    backward_with(ctx, params, gy, gx, group, partials, [&](const auto& gyf) {
+      const long nl = static_cast<long>(gyf.extent(1));
+      bias_gradient(ctx.space, gyf, BufferRef<mem>(gparams.data() + static_cast<std::size_t>(in) * nl, nl));
+      defer.record(x, gyf, MatrixRef<mem>(gparams.data(), in, nl));
+    });
+  }
+
+  /// The group backward, with `weights(gy of the held features)` computing (or deferring) dW and db.
+  template <class Ctx, class P, class GOut, class GIn, ModelGroup Group, class Scratch, class Weights>
+  void backward_with(const Ctx& ctx, const P& params, const GOut& gy, const GIn& gx, Group& group,
+                     const Scratch& partials, const Weights& weights) const {
     using mem = typename std::remove_cvref_t<decltype(ctx.space)>::memory_space;
     const int q = group.model_rank(), p = group.model_size();
     const FeatureRange f = features_of(q, p);
-    if (f.size() > 0)
-      weight_gradients(ctx.space, x, Kokkos::subview(gy, Kokkos::ALL(), std::make_pair(f.begin, f.end)), gparams);
+    if (f.size() > 0) weights(Kokkos::subview(gy, Kokkos::ALL(), std::make_pair(f.begin, f.end)));
     if (gx.extent(0) == 0) return;
     const long rows = static_cast<long>(gx.extent(0)), n = rows * in;
     const MicroBatchRange own = chunks_of(q, p);

@@ -7,6 +7,7 @@
 #include <reprosgd/error.hpp>
 #include <reprosgd/kernels/image.hpp>
 #include <reprosgd/kernels/views.hpp>
+#include <reprosgd/nn/defer_weight_gradients.hpp>
 #include <reprosgd/nn/dense.hpp>
 #include <reprosgd/nn/group_layer.hpp>
 #include <reprosgd/nn/layer_chain.hpp>
@@ -336,6 +337,24 @@ class BasicSequential : public detail::SequentialDepth<detail::is_chain_model_v<
   template <class ExecSpace, class Rng, class Grads, ModelGroup Group>
   void backward(const LayerContext<ExecSpace, Rng>& base, Workspace& ws, long rows, const Grads& grads,
                 Group& group) const {
+    backward(base, ws, rows, grads, group, static_cast<const DeferWeightGradients<NoDeferral>*>(nullptr));
+  }
+
+  /// Backward in one process, handing the weight gradients of the layers that can defer them
+  /// (top-level Dense layers) to `defer` (nn/defer_weight_gradients.hpp); the rest as above.
+  template <class ExecSpace, class Rng, class Grads, class F>
+  void backward(const LayerContext<ExecSpace, Rng>& base, Workspace& ws, long rows, const Grads& grads,
+                const DeferWeightGradients<F>& defer) const {
+    LocalModelGroup<ExecSpace> group(base.space, local_sum<ExecSpace>(ws));
+    backward(base, ws, rows, grads, group, &defer);
+  }
+
+ private:
+  struct NoDeferral {};
+
+  template <class ExecSpace, class Rng, class Grads, ModelGroup Group, class F>
+  void backward(const LayerContext<ExecSpace, Rng>& base, Workspace& ws, long rows, const Grads& grads, Group& group,
+                const DeferWeightGradients<F>* defer) const {
     check_group(group);
     MatrixRef<memory_space> gout(ws.grad_out.data(), rows, widths_[layer_count()]);
     bool use_a = true;
@@ -344,8 +363,12 @@ class BasicSequential : public detail::SequentialDepth<detail::is_chain_model_v<
       ctx.layer = static_cast<std::uint32_t>(i);
       float* scratch = use_a ? ws.grad_a.data() : ws.grad_b.data();
       MatrixRef<memory_space> gin(scratch, i == 0 ? 0 : rows, i == 0 ? 0 : widths_[i]);
-      detail::backward_held(layer, ctx, slice(params_, i), top(ws.act[i], rows), top(ws.act[i + 1], rows), gout, gin,
-                            slice(grads, i), ws.layer_scratch, ws.stash[i], group, ws.partials);
+      if constexpr (!std::is_same_v<F, NoDeferral> && DefersWeightGradients<std::remove_cvref_t<decltype(layer)>>)
+        layer.backward(ctx, slice(params_, i), top(ws.act[i], rows), gout, gin, slice(grads, i), group, ws.partials,
+                       *defer);
+      else
+        detail::backward_held(layer, ctx, slice(params_, i), top(ws.act[i], rows), top(ws.act[i + 1], rows), gout,
+                              gin, slice(grads, i), ws.layer_scratch, ws.stash[i], group, ws.partials);
       if (i > 0 && !ws.input_gradients.empty())
         Kokkos::deep_copy(base.space, top(ws.input_gradients[i], rows), gin);
       gout = gin;
@@ -353,7 +376,6 @@ class BasicSequential : public detail::SequentialDepth<detail::is_chain_model_v<
     });
   }
 
- private:
   [[nodiscard]] detail::GroupPlace place() const noexcept { return {model_rank_, model_size_}; }
   /// The workspace's one-process chunk sum on ExecSpace (made on first use, kept between steps).
   template <class ExecSpace>

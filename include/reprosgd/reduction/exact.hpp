@@ -65,6 +65,68 @@ class Exact {
     return reduce_blocks(par, rows, total_micro_batches, sum, detail::exact::UniformBlocks{n}, nblocks, Whole{});
   }
 
+  /// h = ceil(log2 M): the sum of M rows of integers below 2^(62-h) stays below 2^62.
+  static std::int32_t headroom_of(long total_micro_batches) {
+    return static_cast<std::int32_t>(std::bit_width(static_cast<unsigned long>(total_micro_batches - 1)));
+  }
+
+  /**
+   * Blocks a caller sums itself before reduce_presummed(), from rows it holds elsewhere (in cache):
+   * for block b (elements [256 b, 256 b + 256) of the whole vector) with done(b) = 1 the caller has
+   * written sum's elements, tops(b) and lows(b) (Extent: its rows' largest and smallest exponents)
+   * and overs(b) (its sums too large for a float), exactly as the one-rank pass does
+   * (detail::exact::BlockKernels::sum_with_own_exponent over the M rows). Used by the Trainer's
+   * deferred weight gradients (trainer/deferred_weight_gradients.hpp). Host memory only.
+   */
+  struct Presummed {
+    Kokkos::View<std::int32_t*, Kokkos::HostSpace> tops, lows, overs;
+    Kokkos::View<std::uint8_t*, Kokkos::HostSpace> done;
+  };
+  /// The slots for the blocks of an n-element vector, every done flag cleared. Local.
+  Presummed presummed(long n) {
+    auto& ws = workspace<Kokkos::HostSpace>();
+    const long nblocks = (n + block_size - 1) / block_size;
+    ws.ensure_speculation(nblocks);
+    if (static_cast<long>(ws.done.extent(0)) < nblocks)
+      ws.done = Kokkos::View<std::uint8_t*, Kokkos::HostSpace>("reprosgd::Exact::done", nblocks);
+    else
+      Kokkos::deep_copy(ws.done, std::uint8_t{0});
+    return {ws.tops, ws.lows, ws.overs, ws.done};
+  }
+
+  /**
+   * reduce() on one rank holding every row, where the blocks flagged in presummed(n) are already
+   * summed: the others are summed from `rows` as reduce() sums them, and every block's result is
+   * the one reduce() gives (both sum a block of M rows with its own largest exponent, the agreed
+   * one on one rank). @throws config_error on more than one rank or on a device
+   */
+  template <class Par, class Rows, class Sum>
+  ReductionResult reduce_presummed(Par& par, const Rows& rows, long total_micro_batches, const Sum& sum) {
+    using exec = typename Par::execution_space;
+    using mem = typename exec::memory_space;
+    if constexpr (!host_memory<mem>) {
+      throw config_error("reprosgd::Exact::reduce_presummed: host memory only");
+    } else {
+      if (par.size() != 1)
+        throw config_error("reprosgd::Exact::reduce_presummed: one rank only, this group has " +
+                           std::to_string(par.size()));
+      const long n = check_shapes(rows, sum, total_micro_batches);
+      const long nblocks = (n + block_size - 1) / block_size;
+      Workspace<mem>& ws = workspace<mem>();
+      if (static_cast<long>(ws.done.extent(0)) < nblocks)
+        throw config_error("reprosgd::Exact::reduce_presummed: presummed(n) was not called for this vector");
+      ws.ensure_exps(nblocks);
+      const detail::exact::BlockKernels<exec, Rows, decltype(ws.exps), Sum> kern{
+          par.space(), rows, ws.exps, sum, headroom_of(total_micro_batches), n, static_cast<long>(rows.extent(0)),
+          detail::exact::UniformBlocks{n}};
+      kern.speculate(0, nblocks, ws.tops, ws.lows, ws.overs, ws.done.data());
+      for (long b = 0; b < nblocks; ++b)
+        if (ws.done(b) != 0) ws.exps(b) = ws.tops(b);
+      if (!agree_exponents(par, ws, nblocks, 0, kern.k, Whole{})) return {false};
+      return {kern.settle(0, nblocks, ws.tops, ws.lows, ws.overs) == 0};
+    }
+  }
+
   /**
    * Sum one shard's micro-batch gradients (model and hybrid parallelism): `rows` hold this rank's
    * part of the whole model's parameter vector, laid out as `layout` says, and `group` joins the
@@ -111,10 +173,6 @@ class Exact {
       throw config_error("reprosgd::Exact::reduce: " + std::to_string(total_micro_batches) +
                          " micro-batches (supported: 1 to 2^20)");
     return n;
-  }
-  /// h = ceil(log2 M): the sum of M rows of integers below 2^(62-h) stays below 2^62.
-  static std::int32_t headroom_of(long total_micro_batches) {
-    return static_cast<std::int32_t>(std::bit_width(static_cast<unsigned long>(total_micro_batches - 1)));
   }
 
   /// The rows are the whole vector: blocks are agreed over the policy's ranks alone.
@@ -301,6 +359,7 @@ class Exact {
     Kokkos::View<std::int32_t*, Kokkos::HostSpace> canonical;  // a shard's canonical block exponents (+ slots)
     Kokkos::View<std::int32_t*, Kokkos::HostSpace> tops, lows, overs;  // speculate(): own exponents, overflows
     Kokkos::View<std::int32_t*, Kokkos::HostSpace> verdict;  // a shard's overflow verdict, agreed over the group
+    Kokkos::View<std::uint8_t*, Kokkos::HostSpace> done;     // presummed(): blocks the caller summed
     void ensure_acc(long n) {
       if (static_cast<long>(acc.extent(0)) < n) {
         acc = {};

@@ -67,6 +67,11 @@ struct TrainerOptions {
   /// a failed write is reported at the next checkpoint, fit()'s last one is waited for; see
   /// docs/checkpoints.md, "Asynchronous checkpoints")
   bool async_checkpoints = false;
+  /// One process (data parallelism on one rank, or Serial) with the Exact reduction on a host
+  /// space: the Dense layers' weight gradients of a step are computed after its micro-batches and
+  /// summed panel by panel while in cache (trainer/deferred_weight_gradients.hpp). The same bits
+  /// either way; off only to measure it.
+  bool defer_weight_gradients = true;
   long stop_after = 0;          ///< stop cleanly after this global step (as if interrupted); 0: never
   int min_ranks = 1;            ///< ShrinkAndContinue: fewer survivors than this end the run (with a checkpoint)
   /// ShrinkAndContinue with a model-parallel policy: steps between the in-memory buddy snapshots

@@ -19,6 +19,9 @@
 #include <reprosgd/detail/vector_alignment.hpp>
 #include <reprosgd/kernels/loss.hpp>
 #include <reprosgd/kernels/views.hpp>
+#include <reprosgd/nn/defer_weight_gradients.hpp>
+#include <reprosgd/reduction/exact.hpp>
+#include <reprosgd/trainer/deferred_weight_gradients.hpp>
 #include <reprosgd/trainer/metrics.hpp>
 #include <reprosgd/trainer/sharding.hpp>
 #include <reprosgd/trainer/state.hpp>
@@ -138,6 +141,12 @@ class StepPipeline {
     auto& ws = model_workspace<Model>(*train_);
     const long n_params = static_cast<long>(grad_rows_.extent(1));
     const long stride = static_cast<long>(grad_rows_.stride(0));
+    // Deferred weight gradients (trainer/deferred_weight_gradients.hpp): one rank holding every
+    // row, the Exact sum, a host space, a model whose backward can defer; not for a dumped step,
+    // whose files hold every micro-batch's whole gradient row.
+    deferring_ = false;
+    if constexpr (can_defer<Model>) deferring_ = defer_enabled_ && par.size() == 1 && mine_.size() >= 2 && !dumping;
+    if (deferring_) deferred_.begin_step(mine_.size(), grad_rows_.data(), stride);
     for (long u = mine_.begin; u < mine_.end; ++u) {
       const long first = position * B + u * m;  // the micro-batch's row 0 in the epoch order
       load_micro_batch(space, size_targets(*train_, train), train, order, first, m);
@@ -159,10 +168,18 @@ class StepPipeline {
         if (kept_input_gradients_.empty()) model.keep_input_gradients(ws);
         else std::swap(ws.input_gradients, kept_input_gradients_);
       }
-      if constexpr (ShardedParallelism<Par>)
+      if constexpr (ShardedParallelism<Par>) {
         model.backward(ctx, ws, m, row, par.model_group());
-      else
+      } else if constexpr (can_defer<Model>) {
+        if (deferring_) {
+          deferred_.begin_micro_batch(u - mine_.begin);
+          model.backward(ctx, ws, m, row, DeferWeightGradients<Recorder>{Recorder{&deferred_, space}});
+        } else {
+          model.backward(ctx, ws, m, row);
+        }
+      } else {
         model.backward(ctx, ws, m, row);
+      }
       if (record) tensors_ = tensor_fingerprints(ws, m);
       if (dumping) {
         space.fence();
@@ -172,6 +189,10 @@ class StepPipeline {
       sum_rows(*train_, m, mb_loss_(u - mine_.begin), mb_correct_(u - mine_.begin));
     }
   }
+
+  /// Compute the weight gradients of Dense layers after each step's micro-batches where that is
+  /// possible (TrainerOptions::defer_weight_gradients; the same bits either way). On by default.
+  void defer_weight_gradients(bool on) noexcept { defer_enabled_ = on; }
 
   /// Record the first micro-batch's activations in each step (trace level tensor); off by default.
   void record_tensors(bool on) {
@@ -186,6 +207,15 @@ class StepPipeline {
   /// elements share a block exponent, and so every rounding, is then the one-process run's on
   /// every grid (docs/reproducibility.md, "Every reduction over the canonical layout"). @collective
   ReductionResult reduce(Par& par, long M) {
+    if constexpr (std::is_same_v<reduction_type, Exact> && DeferredWeightGradients<execution_space>::available &&
+                  !ShardedParallelism<Par>) {
+      if (deferring_) {
+        deferring_ = false;
+        const Exact::Presummed slots = reduction_.presummed(static_cast<long>(grad_sum_.extent(0)));
+        deferred_.run(par.space(), grad_rows_, grad_sum_, slots, Exact::headroom_of(M));
+        return reduction_.reduce_presummed(par, grad_rows_, M, grad_sum_);
+      }
+    }
     if constexpr (ShardedParallelism<Par> && requires {
                     reduction_.reduce(par, grad_rows_, M, grad_sum_, grad_blocks_, par.model_group().parallelism());
                   }) {
@@ -375,7 +405,29 @@ class StepPipeline {
     return t;
   }
 
+  /// DeferWeightGradients' callable: keeps a Dense layer's x and gy for the step's end.
+  struct Recorder {
+    DeferredWeightGradients<execution_space>* deferred;
+    execution_space space;
+    template <class X, class GY, class GW>
+    void operator()(const X& x, const GY& gy, const GW& gw) const {
+      deferred->record(space, x, gy, gw);
+    }
+  };
+  /// Whether this pipeline can defer Model's weight gradients (see compute()).
+  template <class Model>
+  static constexpr bool can_defer =
+      !ShardedParallelism<Par> && std::is_same_v<reduction_type, Exact> &&
+      DeferredWeightGradients<execution_space>::available &&
+      requires(const Model& model, const LayerContext<execution_space, Rng>& ctx, typename Model::Workspace& ws,
+               const BufferRef<memory_space>& row, const DeferWeightGradients<Recorder>& defer) {
+        model.backward(ctx, ws, 1L, row, defer);
+      };
+
   reduction_type reduction_{};
+  DeferredWeightGradients<execution_space> deferred_;
+  bool defer_enabled_ = true;
+  bool deferring_ = false;  // this step's weight gradients are deferred (compute() to reduce())
   MicroBatchRange mine_{};
   std::unique_ptr<WorkspaceBase> train_, eval_;
   static constexpr long grad_row_align = detail::vector_alignment / sizeof(float);  // floats

@@ -260,8 +260,11 @@ struct BlockKernels {
    * always for a whole vector on one rank, nearly always for a shard (a block's pieces on other
    * ranks hold values of similar magnitude, and a block a shard holds whole needs no other rank).
    */
+  /// `done` (may be null): blocks whose done[b] is non-zero were summed by the caller from rows of
+  /// its own (Exact::reduce_presummed), with tops, lows and overs filled; they are skipped.
   template <class Ints>
-  void speculate(long b0, long b1, const Ints& tops, const Ints& lows, const Ints& overs) const
+  void speculate(long b0, long b1, const Ints& tops, const Ints& lows, const Ints& overs,
+                 const std::uint8_t* done = nullptr) const
     requires on_host
   {
     if (b1 <= b0) return;
@@ -269,6 +272,7 @@ struct BlockKernels {
     const long k_ = k;
     Kokkos::parallel_for(
         "reprosgd::Exact::speculate", Kokkos::RangePolicy<Exec>(space, b0, b1), KOKKOS_CLASS_LAMBDA(const long b) {
+          if (done != nullptr && done[b] != 0) return;
           const long lo = blocks.begin(b);
           const long len = blocks.begin(b + 1) - lo;
           int over;

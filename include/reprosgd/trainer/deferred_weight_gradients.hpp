@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: BSD-3-Clause
+/// @file DeferredWeightGradients: the weight gradients of a step's Dense layers computed after all
+/// of its micro-batches, panel by panel, and summed exactly while a panel's M partials are in L2
+/// (docs/distributed.md, "Deferred weight gradients (one process)").
+#pragma once
+
+#include <reprosgd/config.hpp>
+#include <reprosgd/detail/kokkos_compat.hpp>
+#include <reprosgd/error.hpp>
+#include <reprosgd/kernels/gemm.hpp>
+#include <reprosgd/kernels/views.hpp>
+#include <reprosgd/reduction/exact.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+REPROSGD_BEGIN_NAMESPACE
+namespace detail {
+
+/**
+ * One process's micro-batch weight gradients, summed without their rows leaving the cache.
+ *
+ * A step of M micro-batches writes M gradient rows (2.7 MB each for the 784-512-512-10 MLP) and
+ * the Exact sum reads them all back: 10.7 MB that no L2 holds, read from L3 or memory. Here each
+ * Dense layer's dW = x^T gy is not computed during its micro-batch's backward (the layer hands
+ * over x and gy through DeferWeightGradients; its bias and input gradients are computed as
+ * always); copies of x and gy are kept (rows x (in + out) floats per layer and micro-batch). After
+ * the last micro-batch, run() cuts each layer's dW into panels of R rows, computes the M partials
+ * of a panel into a scratch of M x R x out floats (256 KiB at most) with the GEMM kernel gemm_tn
+ * runs (the same bits: every element is the same FMA chain over the micro-batch's samples), and
+ * sums every block of 256 elements of the parameter vector that lies inside the panel from that
+ * scratch, with the function Exact's one-rank pass uses (sum_with_own_exponent: the block's own
+ * largest exponent, the agreed one on one rank). The elements of the blocks the panel only partly
+ * covers go to the gradient rows, and Exact::reduce_presummed sums those blocks (and every block
+ * outside the Dense weights) from the rows. So the result has the bits of Exact::reduce on the
+ * rows written the usual way; only the memory traffic changes.
+ *
+ * Used by the StepPipeline on one rank (data parallelism with one process, or Serial) with the
+ * Exact reduction on host memory; model parallelism, several ranks (whose rows travel) and device
+ * spaces take the usual path. Panels are the parallel work items (one thread each).
+ */
+template <class ExecSpace>
+class DeferredWeightGradients {
+ public:
+  using memory_space = typename ExecSpace::memory_space;
+  /// Host execution spaces on host memory, where the packed GEMM kernel runs.
+  static constexpr bool available =
+      is_host_space_v<ExecSpace> && std::is_same_v<memory_space, Kokkos::HostSpace>;
+
+  /// A step of `micro_batches` micro-batches begins; row u of its gradient matrix starts at
+  /// `row0 + u * stride`.
+  void begin_step(long micro_batches, const float* row0, long stride) {
+    M_ = micro_batches;
+    row0_ = row0;
+    stride_ = stride;
+  }
+  /// Micro-batch u (0 .. M-1 of this step) is next.
+  void begin_micro_batch(long u) {
+    // Micro-batch 0 said which layers there are (a model with fewer than an earlier one's drops the rest).
+    if (u_ == 0 && u != 0) layers_.resize(static_cast<std::size_t>(next_));
+    u_ = u;
+    next_ = 0;
+  }
+
+  /// A Dense layer's dW of the current micro-batch: keep x (rows x in) and gy (rows x out) and
+  /// where dW lies in the row (gw, in x out with row stride out). The layers come in the same
+  /// order in every micro-batch. Local.
+  template <class X, class GY, class GW>
+  void record(const ExecSpace& space, const X& x, const GY& gy, const GW& gw) {
+    const long rows = static_cast<long>(x.extent(0)), in = static_cast<long>(x.extent(1));
+    const long out = static_cast<long>(gy.extent(1));
+    const long row_start = static_cast<long>(gw.data() - (row0_ + u_ * stride_));
+    if (next_ == static_cast<long>(layers_.size())) {
+      if (u_ != 0)
+        throw config_error("reprosgd::DeferredWeightGradients: micro-batch " + std::to_string(u_) +
+                           " records more layers than micro-batch 0 did");
+      layers_.emplace_back();
+    }
+    Layer& l = layers_[static_cast<std::size_t>(next_++)];
+    if (u_ == 0) {
+      if (l.rows != rows || l.in != in || l.out != out || static_cast<long>(l.x.size()) != M_) {
+        l.x.assign(static_cast<std::size_t>(M_), Matrix<memory_space>());
+        l.gy.assign(static_cast<std::size_t>(M_), Matrix<memory_space>());
+        for (long u = 0; u < M_; ++u) {
+          l.x[static_cast<std::size_t>(u)] =
+              Matrix<memory_space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::deferred_x"), rows, in);
+          l.gy[static_cast<std::size_t>(u)] =
+              Matrix<memory_space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "reprosgd::deferred_gy"), rows, out);
+        }
+      }
+      l.rows = rows, l.in = in, l.out = out, l.offset = row_start;
+    } else if (l.rows != rows || l.in != in || l.out != out || l.offset != row_start) {
+      throw config_error("reprosgd::DeferredWeightGradients: micro-batch " + std::to_string(u_) +
+                         " records another layer than micro-batch 0 did");
+    }
+    Kokkos::deep_copy(space, l.x[static_cast<std::size_t>(u_)], x);
+    Kokkos::deep_copy(space, l.gy[static_cast<std::size_t>(u_)], gy);
+  }
+
+  /// Layers recorded per micro-batch (each micro-batch must record all of them).
+  [[nodiscard]] long layers_recorded() const noexcept { return next_; }
+
+  /**
+   * Compute every recorded dW of the step's M micro-batches and sum the blocks inside the panels
+   * into `sum` (flagging them in `slots`: Exact::presummed); write the other elements of the dW
+   * regions into the M rows of `rows`. `headroom` is Exact::headroom_of(M). Local.
+   */
+  template <class Rows, class Sum>
+  void run(const ExecSpace& space, const Rows& rows, const Sum& sum, const Exact::Presummed& slots,
+           std::int32_t headroom) {
+    if constexpr (available) {
+#if REPROSGD_IMPL_GEMM_HOST_KERNEL
+      if (next_ != static_cast<long>(layers_.size()))
+        throw config_error("reprosgd::DeferredWeightGradients: the last micro-batch recorded " + std::to_string(next_) +
+                           " layers, the first " + std::to_string(layers_.size()));
+      for (const Layer& l : layers_) run_layer(space, l, rows, sum, slots, headroom);
+#else
+      (void)space, (void)rows, (void)sum, (void)slots, (void)headroom;
+#endif
+    } else {
+      (void)space, (void)rows, (void)sum, (void)slots, (void)headroom;
+      throw config_error("reprosgd::DeferredWeightGradients: host execution spaces only");
+    }
+  }
+
+ private:
+  struct Layer {
+    long rows = 0, in = 0, out = 0;
+    long offset = 0;                      // dW's first element in a gradient row
+    std::vector<Matrix<memory_space>> x;  // per micro-batch: the layer's input
+    std::vector<Matrix<memory_space>> gy;  // per micro-batch: its output gradient (held features)
+  };
+
+  /// Bytes of one panel's M partials: at most this much, so that they stay in L2 with the
+  /// micro-batch's gy and the GEMM's buffer.
+  static constexpr long panel_bytes = 256 * 1024;
+
+#if REPROSGD_IMPL_GEMM_HOST_KERNEL
+  template <class Rows, class Sum>
+  void run_layer(const ExecSpace& space, const Layer& l, const Rows& rows, const Sum& sum,
+                 const Exact::Presummed& slots, std::int32_t headroom) const {
+    namespace gh = gemm_host;
+    const long M = M_, in = l.in, out = l.out, k = l.rows;
+    if (in == 0 || out == 0) return;
+    long R = panel_bytes / (M * out * static_cast<long>(sizeof(float)));
+    R = R < 1 ? 1 : (R > in ? in : R);
+    const long panels = (in + R - 1) / R, last = in - (panels - 1) * R;
+    const gh::Isa isa = gh::best_isa();
+    // No streaming: the panel is read back at once (LONG_MAX: no C is large enough).
+    const gh::Plan full = gh::make_plan(isa, static_cast<int>(R), static_cast<int>(out), static_cast<int>(k), 1, LONG_MAX);
+    const gh::Plan tail = gh::make_plan(isa, static_cast<int>(last), static_cast<int>(out), static_cast<int>(k), 1, LONG_MAX);
+    const std::size_t gemm_floats = full.buffer_floats() > tail.buffer_floats() ? full.buffer_floats() : tail.buffer_floats();
+    const std::size_t bytes = (gemm_floats + static_cast<std::size_t>(M * R * out)) * sizeof(float) + 64;
+    std::vector<const float*> xs, gys;
+    for (long u = 0; u < M; ++u) {
+      xs.push_back(l.x[static_cast<std::size_t>(u)].data());
+      gys.push_back(l.gy[static_cast<std::size_t>(u)].data());
+    }
+    const long n = static_cast<long>(sum.extent(0));
+    const long row_stride = static_cast<long>(rows.stride(0));
+    float* const rows0 = rows.data();
+    float* const sum0 = sum.data();
+    const auto tops = slots.tops, lows = slots.lows, overs = slots.overs;
+    const auto done = slots.done;
+    const long offset = l.offset;
+    using policy = Kokkos::TeamPolicy<ExecSpace>;
+    using member = typename policy::member_type;
+    Kokkos::parallel_for(
+        "reprosgd::deferred_weight_gradients", policy(space, static_cast<int>(panels), 1).set_scratch_size(1, Kokkos::PerTeam(bytes)),
+        [=, xs = xs, gys = gys](const member& team) {
+          const long p = team.league_rank();
+          const long r0 = p * R, rp = p + 1 == panels ? last : R;
+          const gh::Plan& plan = p + 1 == panels ? tail : full;
+          auto* const raw = static_cast<float*>(team.team_scratch(1).get_shmem(bytes));
+          // The partials 64-byte aligned, after the GEMM's buffer.
+          float* const buffer = raw;
+          float* const partials = reinterpret_cast<float*>(
+              (reinterpret_cast<std::uintptr_t>(raw + gemm_floats) + 63) & ~static_cast<std::uintptr_t>(63));
+          const long len = rp * out;  // elements of the panel in one row
+          for (long u = 0; u < M; ++u) {
+            // tn: op(A)(i, s) = x[s * in + r0 + i] for the panel's rows i, op(B)(s, j) = gy[s * out + j].
+            const gh::Operand a{xs[static_cast<std::size_t>(u)] + r0, 1, static_cast<std::ptrdiff_t>(in)};
+            const gh::Operand b{gys[static_cast<std::size_t>(u)], static_cast<std::ptrdiff_t>(out), 1};
+            for (int t = 0; t < plan.tiles(); ++t)
+              gh::compute_tile(plan, t, a, b, partials + u * len, static_cast<std::ptrdiff_t>(out), buffer);
+          }
+          // The panel is elements [e0, e1) of each row; blocks [b0, b1) lie inside it.
+          const long e0 = offset + r0 * out, e1 = e0 + len;
+          const long bs = Exact::block_size;
+          long b0 = (e0 + bs - 1) / bs, b1 = e1 / bs;
+          if (e1 == n) b1 = (n + bs - 1) / bs;  // the vector's last, shorter block ends here
+          if (b1 < b0) b1 = b0;
+          using PanelRows = Kokkos::View<const float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+          using PanelSum = Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+          using Kern = detail::exact::BlockKernels<ExecSpace, PanelRows, PanelSum, PanelSum>;
+          const PanelRows prow(partials, M, len);
+          const PanelSum psum(sum0 + e0, len);
+          for (long b = b0; b < b1; ++b) {
+            const long lo = b * bs - e0, blen = (b + 1) * bs < n ? bs : n - b * bs;
+            int over = 0;
+            const auto x = Kern::sum_with_own_exponent(prow, psum, M, lo, blen, headroom, over);
+            tops(b) = x.top;
+            lows(b) = x.low;
+            overs(b) = over;
+            done(b) = 1;
+          }
+          // The rest of the panel goes to the rows, for reduce_presummed.
+          const long head_end = b0 * bs < e1 ? b0 * bs : e1;
+          const long tail_start = b1 * bs > head_end ? b1 * bs : head_end;
+          for (long u = 0; u < M; ++u) {
+            float* const row = rows0 + u * row_stride;
+            const float* const src = partials + u * len;
+            for (long e = e0; e < head_end; ++e) row[e] = src[e - e0];
+            for (long e = tail_start; e < e1; ++e) row[e] = src[e - e0];
+          }
+        });
+    space.fence();
+  }
+#endif
+
+  std::vector<Layer> layers_;
+  long M_ = 0, u_ = 0, next_ = 0;
+  const float* row0_ = nullptr;
+  long stride_ = 0;
+};
+
+}  // namespace detail
+REPROSGD_END_NAMESPACE
