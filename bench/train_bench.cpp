@@ -265,21 +265,13 @@ int main(int argc, char** argv) {
     else if (s == "--checkpoint") a.checkpoint = cl.value();
     else if (s == "--checkpoint-every") a.checkpoint_every = cl.long_value();
     else if (s == "--checkpoint-dir") a.checkpoint_dir = cl.value();
-    else if (s == "--checkpoint-reuse") {
+    else if (s == "--checkpoint-reuse" || s == "--defer-weight-gradients") {
       const std::string v = cl.value();
       if (v != "on" && v != "off") {
-        std::fprintf(stderr, "train_bench: --checkpoint-reuse takes on or off, not '%s'\n", v.c_str());
+        std::fprintf(stderr, "train_bench: %s takes on or off, not '%s'\n", s.c_str(), v.c_str());
         return 2;
       }
-      a.checkpoint_reuse = v == "on";
-    }
-    else if (s == "--defer-weight-gradients") {
-      const std::string v = cl.value();
-      if (v != "on" && v != "off") {
-        std::fprintf(stderr, "train_bench: --defer-weight-gradients takes on or off, not '%s'\n", v.c_str());
-        return 2;
-      }
-      a.defer_weight_gradients = v == "on";
+      (s == "--checkpoint-reuse" ? a.checkpoint_reuse : a.defer_weight_gradients) = v == "on";
     }
     else if (!cl.kokkos_option()) {
       std::fprintf(stderr, "train_bench: unknown option %s\n", s.c_str());

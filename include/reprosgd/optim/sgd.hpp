@@ -156,8 +156,13 @@ struct Sgd {
   template <bool WD, bool V, bool NESTEROV, int DAMP = none, class ExecSpace, class Blocks>
   static void update(const ExecSpace& space, const Blocks& blocks, float* p_, const float* g_, float* v_, float mu,
                      float wd, float lr, float keep = 1.0f) {
+    // Blocks handed out as threads finish (each element's update is independent: the same bits in
+    // any order). With a static split in halves one thread's half took twice as long as the other's
+    // in training (perf: 4.3% of the samples against 2.2%; 2 threads, Intel Xeon family 6 model
+    // 207): 0.395 ms a step, 0.30 ms with this schedule.
+    using policy = Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
     Kokkos::parallel_for(
-        "reprosgd::Sgd::step", Kokkos::RangePolicy<ExecSpace>(space, 0, blocks.count()),
+        "reprosgd::Sgd::step", policy(space, 0, blocks.count()),
         KOKKOS_LAMBDA(const long c) {
           float* KOKKOS_RESTRICT p = p_;
           const float* KOKKOS_RESTRICT g = g_;

@@ -13,6 +13,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -119,7 +120,7 @@ class DeferredWeightGradients {
       if (next_ != static_cast<long>(layers_.size()))
         throw config_error("reprosgd::DeferredWeightGradients: the last micro-batch recorded " + std::to_string(next_) +
                            " layers, the first " + std::to_string(layers_.size()));
-      for (const Layer& l : layers_) run_layer(space, l, rows, sum, slots, headroom);
+      run_all(space, rows, sum, slots, headroom);
 #else
       (void)space, (void)rows, (void)sum, (void)slots, (void)headroom;
 #endif
@@ -142,41 +143,82 @@ class DeferredWeightGradients {
   static constexpr long panel_bytes = 256 * 1024;
 
 #if REPROSGD_IMPL_GEMM_HOST_KERNEL
+  /// What a panel's work item needs of its layer: the micro-batches' x and gy, dW's place and the
+  /// GEMM plans of a whole panel and of the layer's last one.
+  struct Plan {
+    const float* const* x;
+    const float* const* gy;
+    long offset, in, out, k, R, panels;
+    gemm_host::Plan full, tail;
+  };
+  /// A work item: panel p of plan l.
+  struct Item {
+    int l;
+    long p;
+  };
+
+  /// One parallel pass over every layer's panels, in the order of the parameter vector: a thread
+  /// takes a contiguous run of them, as the optimizer's update takes a contiguous run of the
+  /// vector next, so most of the sums it writes are still in its own cache there.
   template <class Rows, class Sum>
-  void run_layer(const ExecSpace& space, const Layer& l, const Rows& rows, const Sum& sum,
-                 const Exact::Presummed& slots, std::int32_t headroom) const {
+  void run_all(const ExecSpace& space, const Rows& rows, const Sum& sum, const Exact::Presummed& slots,
+               std::int32_t headroom) {
     namespace gh = gemm_host;
-    const long M = M_, in = l.in, out = l.out, k = l.rows;
-    if (in == 0 || out == 0) return;
-    long R = panel_bytes / (M * out * static_cast<long>(sizeof(float)));
-    R = R < 1 ? 1 : (R > in ? in : R);
-    const long panels = (in + R - 1) / R, last = in - (panels - 1) * R;
+    const long M = M_;
     const gh::Isa isa = gh::best_isa();
-    // No streaming: the panel is read back at once (LONG_MAX: no C is large enough).
-    const gh::Plan full = gh::make_plan(isa, static_cast<int>(R), static_cast<int>(out), static_cast<int>(k), 1, LONG_MAX);
-    const gh::Plan tail = gh::make_plan(isa, static_cast<int>(last), static_cast<int>(out), static_cast<int>(k), 1, LONG_MAX);
-    const std::size_t gemm_floats = full.buffer_floats() > tail.buffer_floats() ? full.buffer_floats() : tail.buffer_floats();
-    const std::size_t bytes = (gemm_floats + static_cast<std::size_t>(M * R * out)) * sizeof(float) + 64;
-    std::vector<const float*> xs, gys;
-    for (long u = 0; u < M; ++u) {
-      xs.push_back(l.x[static_cast<std::size_t>(u)].data());
-      gys.push_back(l.gy[static_cast<std::size_t>(u)].data());
+    plans_.clear();
+    items_.clear();
+    pointers_.clear();
+    std::size_t gemm_floats = 0;
+    long panel_floats = 0;
+    for (const Layer& l : layers_)
+      for (long u = 0; u < M; ++u) pointers_.push_back(l.x[static_cast<std::size_t>(u)].data());
+    for (const Layer& l : layers_)
+      for (long u = 0; u < M; ++u) pointers_.push_back(l.gy[static_cast<std::size_t>(u)].data());
+    const std::size_t layers = layers_.size();
+    for (std::size_t i = 0; i < layers; ++i) {
+      const Layer& l = layers_[i];
+      if (l.in == 0 || l.out == 0) continue;
+      long R = panel_bytes / (M * l.out * static_cast<long>(sizeof(float)));
+      R = R < 1 ? 1 : (R > l.in ? l.in : R);
+      const long panels = (l.in + R - 1) / R, last = l.in - (panels - 1) * R;
+      // No streaming: the panel is read back at once (LONG_MAX: no C is large enough).
+      const auto plan = [&](long r) {
+        return gh::make_plan(isa, static_cast<int>(r), static_cast<int>(l.out), static_cast<int>(l.rows), 1, LONG_MAX);
+      };
+      plans_.push_back({pointers_.data() + i * static_cast<std::size_t>(M),
+                        pointers_.data() + (layers + i) * static_cast<std::size_t>(M), l.offset, l.in, l.out, l.rows,
+                        R, panels, plan(R), plan(last)});
+      const Plan& pl = plans_.back();
+      gemm_floats = std::max({gemm_floats, pl.full.buffer_floats(), pl.tail.buffer_floats()});
+      panel_floats = std::max(panel_floats, M * R * l.out);
+      for (long p = 0; p < panels; ++p) items_.push_back({static_cast<int>(plans_.size() - 1), p});
     }
+    if (items_.empty()) return;
+    // Work items in the order of the parameter vector (the layers were recorded from the top down).
+    std::stable_sort(items_.begin(), items_.end(), [&](const Item& a, const Item& b) {
+      return plans_[static_cast<std::size_t>(a.l)].offset < plans_[static_cast<std::size_t>(b.l)].offset;
+    });
+    const std::size_t bytes = (gemm_floats + static_cast<std::size_t>(panel_floats)) * sizeof(float) + 64;
+    const Plan* const plans = plans_.data();
+    const Item* const items = items_.data();
     const long n = static_cast<long>(sum.extent(0));
     const long row_stride = static_cast<long>(rows.stride(0));
     float* const rows0 = rows.data();
     float* const sum0 = sum.data();
     const auto tops = slots.tops, lows = slots.lows, overs = slots.overs;
     const auto done = slots.done;
-    const long offset = l.offset;
     using policy = Kokkos::TeamPolicy<ExecSpace>;
     using member = typename policy::member_type;
     Kokkos::parallel_for(
-        "reprosgd::deferred_weight_gradients", policy(space, static_cast<int>(panels), 1).set_scratch_size(1, Kokkos::PerTeam(bytes)),
-        [=, xs = xs, gys = gys](const member& team) {
-          const long p = team.league_rank();
-          const long r0 = p * R, rp = p + 1 == panels ? last : R;
-          const gh::Plan& plan = p + 1 == panels ? tail : full;
+        "reprosgd::deferred_weight_gradients",
+        policy(space, static_cast<int>(items_.size()), 1).set_scratch_size(1, Kokkos::PerTeam(bytes)),
+        [=](const member& team) {
+          const Item item = items[team.league_rank()];
+          const Plan& pl = plans[item.l];
+          const long out = pl.out;
+          const long r0 = item.p * pl.R, rp = item.p + 1 == pl.panels ? pl.in - r0 : pl.R;
+          const gh::Plan& plan = item.p + 1 == pl.panels ? pl.tail : pl.full;
           auto* const raw = static_cast<float*>(team.team_scratch(1).get_shmem(bytes));
           // The partials 64-byte aligned, after the GEMM's buffer.
           float* const buffer = raw;
@@ -185,13 +227,13 @@ class DeferredWeightGradients {
           const long len = rp * out;  // elements of the panel in one row
           for (long u = 0; u < M; ++u) {
             // tn: op(A)(i, s) = x[s * in + r0 + i] for the panel's rows i, op(B)(s, j) = gy[s * out + j].
-            const gh::Operand a{xs[static_cast<std::size_t>(u)] + r0, 1, static_cast<std::ptrdiff_t>(in)};
-            const gh::Operand b{gys[static_cast<std::size_t>(u)], static_cast<std::ptrdiff_t>(out), 1};
+            const gh::Operand a{pl.x[u] + r0, 1, static_cast<std::ptrdiff_t>(pl.in)};
+            const gh::Operand b{pl.gy[u], static_cast<std::ptrdiff_t>(out), 1};
             for (int t = 0; t < plan.tiles(); ++t)
               gh::compute_tile(plan, t, a, b, partials + u * len, static_cast<std::ptrdiff_t>(out), buffer);
           }
           // The panel is elements [e0, e1) of each row; blocks [b0, b1) lie inside it.
-          const long e0 = offset + r0 * out, e1 = e0 + len;
+          const long e0 = pl.offset + r0 * out, e1 = e0 + len;
           const long bs = Exact::block_size;
           long b0 = (e0 + bs - 1) / bs, b1 = e1 / bs;
           if (e1 == n) b1 = (n + bs - 1) / bs;  // the vector's last, shorter block ends here
@@ -225,6 +267,11 @@ class DeferredWeightGradients {
 #endif
 
   std::vector<Layer> layers_;
+#if REPROSGD_IMPL_GEMM_HOST_KERNEL
+  std::vector<Plan> plans_;  // run_all's, kept for their allocations
+  std::vector<Item> items_;
+#endif
+  std::vector<const float*> pointers_;  // every layer's x, then every layer's gy, per micro-batch
   long M_ = 0, u_ = 0, next_ = 0;
   const float* row0_ = nullptr;
   long stride_ = 0;
