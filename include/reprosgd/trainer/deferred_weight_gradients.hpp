@@ -50,9 +50,14 @@ template <class ExecSpace>
 class DeferredWeightGradients {
  public:
   using memory_space = typename ExecSpace::memory_space;
-  /// Host execution spaces on host memory, where the packed GEMM kernel runs.
+  /// Host execution spaces on host memory, with a compiler that has the packed host GEMM kernel
+  /// (kernels/gemm.hpp; the same test in a CUDA or HIP build's host and device passes).
   static constexpr bool available =
+#if defined(__GNUC__) || defined(__clang__)
       is_host_space_v<ExecSpace> && std::is_same_v<memory_space, Kokkos::HostSpace>;
+#else
+      false;
+#endif
 
   /// A step of `micro_batches` micro-batches begins; row u of its gradient matrix starts at
   /// `row0 + u * stride`.
@@ -104,30 +109,24 @@ class DeferredWeightGradients {
     Kokkos::deep_copy(space, l.gy[static_cast<std::size_t>(u_)], gy);
   }
 
-  /// Layers recorded per micro-batch (each micro-batch must record all of them).
-  [[nodiscard]] long layers_recorded() const noexcept { return next_; }
-
   /**
    * Compute every recorded dW of the step's M micro-batches and sum the blocks inside the panels
    * into `sum` (flagging them in `slots`: Exact::presummed); write the other elements of the dW
-   * regions into the M rows of `rows`. `headroom` is Exact::headroom_of(M). Local.
+   * regions into the M rows of `rows`. Local.
    */
   template <class Rows, class Sum>
-  void run(const ExecSpace& space, const Rows& rows, const Sum& sum, const Exact::Presummed& slots,
-           std::int32_t headroom) {
-    if constexpr (available) {
+  void run(const ExecSpace& space, const Rows& rows, const Sum& sum, const Exact::Presummed& slots) {
 #if REPROSGD_IMPL_GEMM_HOST_KERNEL
+    if constexpr (available) {
       if (next_ != static_cast<long>(layers_.size()))
         throw config_error("reprosgd::DeferredWeightGradients: the last micro-batch recorded " + std::to_string(next_) +
                            " layers, the first " + std::to_string(layers_.size()));
-      run_all(space, rows, sum, slots, headroom);
-#else
-      (void)space, (void)rows, (void)sum, (void)slots, (void)headroom;
-#endif
-    } else {
-      (void)space, (void)rows, (void)sum, (void)slots, (void)headroom;
-      throw config_error("reprosgd::DeferredWeightGradients: host execution spaces only");
+      run_all(space, rows, sum, slots, Exact::headroom_of(M_));
+      return;
     }
+#endif
+    (void)space, (void)rows, (void)sum, (void)slots;
+    throw config_error("reprosgd::DeferredWeightGradients: host execution spaces with the packed GEMM kernel only");
   }
 
  private:
@@ -148,7 +147,7 @@ class DeferredWeightGradients {
   struct Plan {
     const float* const* x;
     const float* const* gy;
-    long offset, in, out, k, R, panels;
+    long offset, in, out, R, panels;
     gemm_host::Plan full, tail;
   };
   /// A work item: panel p of plan l.
@@ -187,8 +186,8 @@ class DeferredWeightGradients {
         return gh::make_plan(isa, static_cast<int>(r), static_cast<int>(l.out), static_cast<int>(l.rows), 1, LONG_MAX);
       };
       plans_.push_back({pointers_.data() + i * static_cast<std::size_t>(M),
-                        pointers_.data() + (layers + i) * static_cast<std::size_t>(M), l.offset, l.in, l.out, l.rows,
-                        R, panels, plan(R), plan(last)});
+                        pointers_.data() + (layers + i) * static_cast<std::size_t>(M), l.offset, l.in, l.out, R,
+                        panels, plan(R), plan(last)});
       const Plan& pl = plans_.back();
       gemm_floats = std::max({gemm_floats, pl.full.buffer_floats(), pl.tail.buffer_floats()});
       panel_floats = std::max(panel_floats, M * R * l.out);

@@ -207,12 +207,11 @@ class StepPipeline {
   /// elements share a block exponent, and so every rounding, is then the one-process run's on
   /// every grid (docs/reproducibility.md, "Every reduction over the canonical layout"). @collective
   ReductionResult reduce(Par& par, long M) {
-    if constexpr (std::is_same_v<reduction_type, Exact> && DeferredWeightGradients<execution_space>::available &&
-                  !ShardedParallelism<Par>) {
+    if constexpr (defers_here) {
       if (deferring_) {
         deferring_ = false;
         const Exact::Presummed slots = reduction_.presummed(static_cast<long>(grad_sum_.extent(0)));
-        deferred_.run(par.space(), grad_rows_, grad_sum_, slots, Exact::headroom_of(M));
+        deferred_.run(par.space(), grad_rows_, grad_sum_, slots);
         return reduction_.reduce_presummed(par, grad_rows_, M, grad_sum_);
       }
     }
@@ -414,11 +413,13 @@ class StepPipeline {
       deferred->record(space, x, gy, gw);
     }
   };
-  /// Whether this pipeline can defer Model's weight gradients (see compute()).
+  /// Whether this pipeline's policy, reduction and space allow deferred weight gradients, and
+  /// whether Model's backward can defer them too (see compute()).
+  static constexpr bool defers_here = !ShardedParallelism<Par> && std::is_same_v<reduction_type, Exact> &&
+                                      DeferredWeightGradients<execution_space>::available;
   template <class Model>
   static constexpr bool can_defer =
-      !ShardedParallelism<Par> && std::is_same_v<reduction_type, Exact> &&
-      DeferredWeightGradients<execution_space>::available &&
+      defers_here &&
       requires(const Model& model, const LayerContext<execution_space, Rng>& ctx, typename Model::Workspace& ws,
                const BufferRef<memory_space>& row, const DeferWeightGradients<Recorder>& defer) {
         model.backward(ctx, ws, 1L, row, defer);

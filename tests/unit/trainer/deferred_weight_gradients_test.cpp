@@ -120,7 +120,7 @@ bool reduce_deferred(const Case& c, HostBuffer& sum, HostMatrix* rows_out = null
   reprosgd::Serial<Space> par(space);
   reprosgd::Exact exact;
   const reprosgd::Exact::Presummed slots = exact.presummed(c.n);
-  deferred.run(space, rows, sum, slots, reprosgd::Exact::headroom_of(c.M));
+  deferred.run(space, rows, sum, slots);
   const bool finite = exact.reduce_presummed(par, rows, c.M, sum).finite;
   if (rows_out) {
     *rows_out = HostMatrix("rows_out", c.M, c.n);
@@ -197,7 +197,7 @@ TEST_SUITE("trainer/deferred_weight_gradients") {
       fewer.record(space, x, g, WRef(&rows(0, 30), 4, 5));
       fewer.begin_micro_batch(1);
       fewer.record(space, x, g, WRef(&rows(1, 3), 4, 5));
-      CHECK_THROWS_WITH_AS(fewer.run(space, rows, sum, exact.presummed(100), 1),
+      CHECK_THROWS_WITH_AS(fewer.run(space, rows, sum, exact.presummed(100)),
                            "reprosgd::DeferredWeightGradients: the last micro-batch recorded 1 layers, the first 2",
                            reprosgd::config_error);
     }
